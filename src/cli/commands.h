@@ -1,0 +1,17 @@
+// Subcommand registration: each command file adds its subcommand to the app and returns the
+// function to run when it was chosen. Front ends know nothing of tensors.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace sluice::cli {
+
+using Action = std::function<int()>;
+
+// Each returns the action to run if its subcommand is selected.
+Action register_run(CLI::App& app);
+Action register_make_tiny(CLI::App& app);
+Action register_tokenize(CLI::App& app);
+Action register_detokenize(CLI::App& app);
+
+}  // namespace sluice::cli

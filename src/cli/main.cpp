@@ -1,0 +1,42 @@
+// The `sluice` binary: one executable, one subcommand per job.
+#include <cstdio>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "sluice: runs the full, unmodified weights of giant mixture-of-experts models (Kimi K3, Kimi-Linear)\n"
+      "on one machine, streaming routed experts from SSDs. Exact: the target model decides every token."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "sluice 0.1.0");
+  std::vector<std::pair<CLI::App*, sluice::cli::Action>> actions;
+  auto add = [&](sluice::cli::Action (*reg)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    auto action = reg(app);
+    actions.emplace_back(app.get_subcommands({})[before], std::move(action));
+  };
+  add(sluice::cli::register_run);
+  add(sluice::cli::register_make_tiny);
+  add(sluice::cli::register_tokenize);
+  add(sluice::cli::register_detokenize);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, action] : actions)
+      if (sub->parsed()) return action();
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

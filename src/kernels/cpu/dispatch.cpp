@@ -1,0 +1,76 @@
+// Run-time choice of the kernel ISA and the threaded entry point `linear`.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+namespace {
+
+const Isa* initial_isa() {
+  const char* env = std::getenv("SLUICE_ISA");
+  if (env && *env) {
+    for (const Isa* isa : available_isas())
+      if (std::string(isa->name) == env) return isa;
+    fail("SLUICE_ISA=", env, " is not available on this CPU (choose scalar, avx2 or avx512)");
+  }
+  return available_isas().back();
+}
+
+const Isa*& active_slot() {
+  static const Isa* active = initial_isa();
+  return active;
+}
+
+MatmulFn pick(const Isa& isa, WeightType t) {
+  switch (t) {
+    case WeightType::F32: return isa.matmul_f32;
+    case WeightType::BF16: return isa.matmul_bf16;
+    case WeightType::MXFP4: return isa.matmul_mxfp4;
+  }
+  return isa.matmul_f32;
+}
+
+}  // namespace
+
+// Weak defaults so the build links before (or without) SIMD implementations; the SIMD files
+// define strong versions.
+__attribute__((weak)) const Isa* avx2_isa() { return nullptr; }
+__attribute__((weak)) const Isa* avx512_isa() { return nullptr; }
+
+std::vector<const Isa*> available_isas() {
+  std::vector<const Isa*> out{&scalar_isa()};
+  if (const Isa* a = avx2_isa()) out.push_back(a);
+  if (const Isa* a = avx512_isa()) out.push_back(a);
+  return out;
+}
+
+const Isa& active_isa() { return *active_slot(); }
+
+void set_active_isa(std::string_view name) {
+  for (const Isa* isa : available_isas()) {
+    if (name == isa->name) {
+      active_slot() = isa;
+      return;
+    }
+  }
+  fail("kernel ISA '", std::string(name), "' is not available on this CPU");
+}
+
+void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y) {
+  pick(isa, w.type)(w, x, w.cols, n, y, w.rows, 0, w.rows);
+}
+
+void linear(const Weight& w, const float* x, int64_t n, float* y) {
+  MatmulFn fn = pick(active_isa(), w.type);
+  // Rows are split so each thread streams a contiguous slice of the weight.
+  int64_t grain = std::max<int64_t>(16, 4096 / std::max<int64_t>(1, w.cols / 64));
+  ThreadPool::global().parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) {
+    fn(w, x, w.cols, n, y, w.rows, r0, r1);
+  });
+}
+
+}  // namespace sluice::kernels

@@ -1,0 +1,70 @@
+// Scalar reference products: the oracle for the SIMD versions. One fp32 accumulator per output,
+// summed in column order.
+#include "core/dtype.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+namespace {
+
+void matmul_f32_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                       int64_t r1) {
+  const float* W = static_cast<const float*>(w.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = W + r * w.cols;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * ldx;
+      float acc = 0.0f;
+      for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * xi[c];
+      y[i * ldy + r] = acc;
+    }
+  }
+}
+
+void matmul_bf16_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                        int64_t r1) {
+  const uint16_t* W = static_cast<const uint16_t*>(w.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = W + r * w.cols;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * ldx;
+      float acc = 0.0f;
+      for (int64_t c = 0; c < w.cols; ++c) acc += bf16_to_f32(row[c]) * xi[c];
+      y[i * ldy + r] = acc;
+    }
+  }
+}
+
+// Each 32-column block: the E2M1 values are summed against x, then scaled by the block's 2^e.
+// Multiplying by a power of two is exact, so this equals Σ W[r,c]·x[c] up to summation order.
+void matmul_mxfp4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                         int64_t r1) {
+  const uint8_t* P = static_cast<const uint8_t*>(w.data);
+  const int64_t blocks = w.cols / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* prow = P + r * (w.cols / 2);
+    const uint8_t* srow = w.scales + r * blocks;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * ldx;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        float part = 0.0f;
+        for (int64_t j = 0; j < 16; ++j) {
+          uint8_t byte = prow[b * 16 + j];
+          part += kE2M1Values[byte & 15] * xi[b * 32 + 2 * j];
+          part += kE2M1Values[byte >> 4] * xi[b * 32 + 2 * j + 1];
+        }
+        acc += part * e8m0_to_f32(srow[b]);
+      }
+      y[i * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+const Isa& scalar_isa() {
+  static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar};
+  return isa;
+}
+
+}  // namespace sluice::kernels

@@ -1,0 +1,73 @@
+// Element-wise ops in fp32 (reference versions; they are a small share of run time).
+#include <cmath>
+
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+
+void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * inv);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  }
+}
+
+void l2norm(const float* x, int64_t n, float eps, float* out) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  float inv = 1.0f / std::sqrt(ss + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x * sigmoid(x); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+float situ(float g, float u, float beta_g, float beta_u) {
+  return (beta_g * std::tanh(g / beta_g) * sigmoid(g)) * (beta_u * std::tanh(u / beta_u));
+}
+
+void softmax(float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    s += x[i];
+  }
+  float inv = 1.0f / s;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void causal_conv_silu(float* state, const float* x, const float* w, int64_t T, int64_t C, int64_t K, float* out) {
+  const int64_t S = K - 1;
+  for (int64_t c = 0; c < C; ++c) {
+    float* st = state + c * S;
+    const float* wc = w + c * K;
+    for (int64_t t = 0; t < T; ++t) {
+      float xt = x[t * C + c];
+      float acc = 0.0f;
+      for (int64_t j = 0; j < S; ++j) acc += wc[j] * st[j];
+      acc += wc[S] * xt;
+      out[t * C + c] = silu(acc);
+      for (int64_t j = 0; j + 1 < S; ++j) st[j] = st[j + 1];
+      if (S > 0) st[S - 1] = xt;
+    }
+  }
+}
+
+}  // namespace sluice::kernels
