@@ -1,0 +1,56 @@
+// Reading JSON files and typed field access with errors that name the file, the field path and what
+// was expected. Generic helpers for every parser of untrusted JSON (configs, indexes, manifests).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::format {
+
+// Parses `text`; `where` (usually the file path) starts every error message. Rejects invalid JSON
+// (naming the byte offset, line and column) and duplicate keys in any object (nlohmann would
+// otherwise keep the last one silently).
+nlohmann::json parse_json_text(std::string_view text, const std::string& where);
+
+// Reads and parses a JSON file; refuses files larger than `max_bytes`.
+nlohmann::json read_json_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
+
+// Message prefix for `field` inside `where`: "cfg.json" + "a" -> "cfg.json: a", then
+// "cfg.json: a" + "b" -> "cfg.json: a.b". Pass the result as `where` when descending into an object.
+std::string field_where(const std::string& where, std::string_view field);
+
+// Short description of a JSON value for messages: its type and a truncated dump.
+std::string describe_json(const nlohmann::json& value);
+
+// Required fields: throw sluice::Error naming the field when `obj` is not an object, the field is
+// missing, or it has the wrong type. Integers must be JSON integers (3.0 is refused) within int64;
+// numbers may be integers or reals but must be finite.
+const nlohmann::json& get_field(const nlohmann::json& obj, std::string_view field, const std::string& where);
+int64_t get_int(const nlohmann::json& obj, std::string_view field, const std::string& where);
+double get_number(const nlohmann::json& obj, std::string_view field, const std::string& where);
+bool get_bool(const nlohmann::json& obj, std::string_view field, const std::string& where);
+std::string get_string(const nlohmann::json& obj, std::string_view field, const std::string& where);
+const nlohmann::json& get_object(const nlohmann::json& obj, std::string_view field, const std::string& where);
+const nlohmann::json& get_array(const nlohmann::json& obj, std::string_view field, const std::string& where);
+std::vector<int64_t> get_int_list(const nlohmann::json& obj, std::string_view field, const std::string& where);
+std::vector<double> get_number_list(const nlohmann::json& obj, std::string_view field, const std::string& where);
+std::vector<std::string> get_string_list(const nlohmann::json& obj, std::string_view field, const std::string& where);
+
+// Optional fields: a missing field or JSON null gives the default; a present field of the wrong
+// type is still an error.
+bool has_field(const nlohmann::json& obj, std::string_view field);  // present and not null
+int64_t get_int_or(const nlohmann::json& obj, std::string_view field, int64_t fallback, const std::string& where);
+double get_number_or(const nlohmann::json& obj, std::string_view field, double fallback, const std::string& where);
+bool get_bool_or(const nlohmann::json& obj, std::string_view field, bool fallback, const std::string& where);
+std::string get_string_or(const nlohmann::json& obj, std::string_view field, const std::string& fallback,
+                          const std::string& where);
+
+// Conversions of a value already in hand (an array element, say); `where` names it fully.
+int64_t as_int(const nlohmann::json& value, const std::string& where);
+double as_number(const nlohmann::json& value, const std::string& where);
+
+}  // namespace sluice::format
