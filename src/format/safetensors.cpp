@@ -277,27 +277,29 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
       by_shard[shard].insert(it.key());
     }
     if (by_shard.empty()) fail(index_name, ": weight_map lists no tensors");
+    // Open every shard first, so that a tensor in the wrong shard is reported with both names.
     for (const auto& [shard, names] : by_shard) {
       std::string shard_path = (root / shard).string();
       if (!fs::exists(shard_path, ec))
         fail(index_name, ": shard \"", shard, "\" (holding tensor \"", *names.begin(), "\" and ", names.size() - 1,
              " more) does not exist: ", shard_path);
       SafetensorsFile& file = add_file(shard_path);
-      std::set<std::string> present;
       for (const TensorInfo& t : file.tensors()) {
         if (!names.count(t.name)) {
-          auto elsewhere = weight_map.find(t.name);
-          if (elsewhere == weight_map.end())
+          auto assigned = weight_map.find(t.name);
+          if (assigned == weight_map.end())
             fail(shard_path, ": tensor \"", t.name, "\" is in this shard but not in the index ", index_name);
           fail(shard_path, ": tensor \"", t.name, "\" is in this shard but the index ", index_name,
-               " assigns it to \"", elsewhere->get<std::string>(), "\"");
+               " assigns it to shard \"", assigned->get<std::string>(), "\"");
         }
-        present.insert(t.name);
         set.by_name_[t.name] = &t;
       }
+    }
+    for (const auto& [shard, names] : by_shard) {
       for (const std::string& name : names) {
-        if (!present.count(name))
-          fail(index_name, ": tensor \"", name, "\" is assigned to shard ", shard_path, " which does not contain it");
+        if (!set.by_name_.count(name))
+          fail(index_name, ": tensor \"", name, "\" is assigned to shard ", (root / shard).string(),
+               " which does not contain it");
       }
     }
     return set;
