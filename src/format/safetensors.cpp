@@ -157,6 +157,10 @@ bool plain_file_name(const std::string& name) {
 }  // namespace
 
 int64_t TensorInfo::numel() const {
+  // A zero dimension empties the tensor even when the other dimensions' product would overflow
+  // (the parser accepts [0, 2^62, 2^62]); otherwise the parser has checked that the product fits.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;

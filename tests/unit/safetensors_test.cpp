@@ -158,6 +158,17 @@ TEST(Safetensors, ReadsHandWrittenHeaderWithGapsAndPadding) {
   EXPECT_TRUE(file->metadata().empty());
 }
 
+TEST(Safetensors, EmptyTensorWithHugeDimensions) {
+  // numel is 0 although the product of the other dimensions does not fit in 64 bits.
+  std::string header =
+      R"({"z":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904,0],"data_offsets":[0,0]}})";
+  auto tensors =
+      parse_safetensors_header(reinterpret_cast<const std::byte*>(header.data()), header.size(), 0, "mem");
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].numel(), 0);
+  EXPECT_EQ(tensors[0].nbytes, 0u);
+}
+
 TEST(Safetensors, ParseHeaderDirectly) {
   std::string header = R"({"__metadata__":{"k":"v"},"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})";
   std::map<std::string, std::string> meta;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds one libFuzzer target and runs it briefly; CTest calls it as
+#   bash run_fuzz.sh <target-name> <source-dir> <build-dir-for-fuzz>
+# The target's .cpp names the project sources it needs on `// fuzz-sources: a.cpp b.cpp` lines
+# (paths relative to the source dir) and extra link flags on `// fuzz-libs: -lfoo` lines.
+# Seeds come from tests/fuzz/corpus/<target>/, a dictionary from tests/fuzz/<target>.dict; both
+# optional. Runs SLUICE_FUZZ_SECONDS (default 20). Exit 77 = skipped (no clang++); non-zero = crash.
+set -euo pipefail
+
+if [ $# -ne 3 ]; then
+  echo "usage: $0 <target-name> <source-dir> <build-dir-for-fuzz>" >&2
+  exit 2
+fi
+target=$1
+src=$(cd "$2" && pwd)
+work=$3/$target
+if ! command -v clang++ >/dev/null 2>&1; then
+  echo "SKIP: clang++ not found"
+  exit 77
+fi
+
+main_cpp=$src/tests/fuzz/$target.cpp
+[ -f "$main_cpp" ] || { echo "run_fuzz: no fuzz target $main_cpp" >&2; exit 2; }
+read -r -a sources <<<"$(sed -n 's|^// fuzz-sources:||p' "$main_cpp" | tr '\n' ' ')"
+read -r -a libs <<<"$(sed -n 's|^// fuzz-libs:||p' "$main_cpp" | tr '\n' ' ')"
+seconds=${SLUICE_FUZZ_SECONDS:-20}
+mkdir -p "$work/obj" "$work/corpus"
+
+cxx=(clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+     -fno-omit-frame-pointer -I"$src/src")
+flags_stamp="$work/flags"
+flags_now="${cxx[*]} | ${libs[*]:-}"
+[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$work"/obj/*.o
+
+# An object is rebuilt when it is missing or older than any file its depfile lists.
+up_to_date() {
+  local obj=$1 dep=$1.d
+  [ -f "$obj" ] && [ -f "$dep" ] || return 1
+  local f
+  for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$dep"); do
+    [ "$f" -nt "$obj" ] && return 1
+  done
+  return 0
+}
+
+objects=()
+for rel in "$main_cpp" "${sources[@]/#/$src/}"; do
+  [ -f "$rel" ] || { echo "run_fuzz: $main_cpp names a missing source: $rel" >&2; exit 2; }
+  obj=$work/obj/$(echo "${rel#"$src"/}" | tr '/' '_').o
+  objects+=("$obj")
+  if ! up_to_date "$obj"; then
+    echo "run_fuzz: compiling ${rel#"$src"/}"
+    "${cxx[@]}" -MMD -MF "$obj.d" -c "$rel" -o "$obj"
+  fi
+done
+echo "$flags_now" >"$flags_stamp"
+binary=$work/$target
+if ! "${cxx[@]}" "${objects[@]}" ${libs[@]+"${libs[@]}"} -o "$binary"; then
+  echo "run_fuzz: link failed (libFuzzer comes from libclang-rt-14-dev; scripts/install-deps.sh installs it)" >&2
+  exit 1
+fi
+
+corpora=("$work/corpus")  # new inputs go to the first directory, never into the source tree
+[ -d "$src/tests/fuzz/corpus/$target" ] && corpora+=("$src/tests/fuzz/corpus/$target")
+options=(-max_len=4096 -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+         -artifact_prefix="$work/")
+[ -f "$src/tests/fuzz/$target.dict" ] && options+=(-dict="$src/tests/fuzz/$target.dict")
+
+echo "run_fuzz: running $target for ${seconds}s"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+status=0
+"$binary" "${options[@]}" "${corpora[@]}" || status=$?
+if [ $status -ne 0 ]; then
+  echo "run_fuzz: $target FAILED (exit $status); crashing input saved under $work/ (crash-*, leak-*, timeout-*)" >&2
+  exit 1
+fi
+echo "run_fuzz: $target passed"
