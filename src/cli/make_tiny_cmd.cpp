@@ -1,0 +1,75 @@
+// `sluice make-tiny`: write a small random checkpoint in the real format (tests, fixtures, demos).
+#include <cstdio>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/tiny_checkpoint.h"
+
+namespace sluice::cli {
+namespace {
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      fail("--mla-layers: '", item, "' is not a layer number");
+    }
+  }
+  return out;
+}
+
+void show_progress(int64_t done, int64_t total) {
+  std::fprintf(stderr, "\rmake-tiny: %6.1f / %6.1f MB", done / 1e6, total / 1e6);
+  if (done >= total) std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+Action register_make_tiny(CLI::App& app) {
+  auto s = std::make_shared<model::TinySpec>();
+  auto arch = std::make_shared<std::string>("kimi_k3");
+  auto out = std::make_shared<std::string>();
+  auto mla = std::make_shared<std::string>("4,8,9");
+  CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
+  sub->add_option("--arch", *arch, "kimi_k3 or kimi_linear")->check(CLI::IsMember({"kimi_k3", "kimi_linear"}));
+  sub->add_option("--out", *out, "Output directory")->required();
+  sub->add_option("--seed", s->seed, "Random seed")->default_val(1);
+  sub->add_option("--vocab", s->vocab, "Vocabulary size")->default_val(512);
+  sub->add_option("--hidden", s->hidden, "Hidden size")->default_val(64);
+  sub->add_option("--layers", s->layers, "Number of layers")->default_val(9);
+  sub->add_option("--mla-layers", *mla, "1-based MLA layers, comma-separated (others are KDA)")->default_val("4,8,9");
+  sub->add_option("--dense-layers", s->dense_layers, "Leading dense-MLP layers")->default_val(1);
+  sub->add_option("--kda-heads", s->kda_heads, "KDA heads")->default_val(4);
+  sub->add_option("--kda-head-dim", s->kda_head_dim, "KDA head width")->default_val(16);
+  sub->add_option("--heads", s->heads, "MLA heads")->default_val(4);
+  sub->add_option("--q-lora", s->q_lora, "MLA q_lora_rank (0: plain q_proj)")->default_val(32);
+  sub->add_option("--kv-lora", s->kv_lora, "MLA kv_lora_rank")->default_val(32);
+  sub->add_option("--nope", s->nope, "qk_nope_head_dim")->default_val(16);
+  sub->add_option("--rope", s->rope, "qk_rope_head_dim (no rotation is applied)")->default_val(8);
+  sub->add_option("--v-dim", s->v_dim, "v_head_dim")->default_val(16);
+  sub->add_option("--dense-inter", s->dense_inter, "Dense MLP width")->default_val(128);
+  sub->add_option("--experts", s->experts, "Routed experts per MoE layer")->default_val(16);
+  sub->add_option("--top-k", s->top_k, "Experts per token")->default_val(4);
+  sub->add_option("--shared", s->shared, "Shared experts")->default_val(2);
+  sub->add_option("--moe-inter", s->moe_inter, "Expert width (multiple of 32 for K3)")->default_val(64);
+  sub->add_option("--latent", s->latent, "K3 routed_expert_hidden_size (multiple of 32)")->default_val(32);
+  sub->add_option("--expert-groups", s->expert_groups, "num_expert_group")->default_val(1);
+  sub->add_option("--topk-groups", s->topk_groups, "topk_group")->default_val(1);
+  sub->add_option("--block", s->block, "K3 attn_res_block_size")->default_val(3);
+  sub->add_option("--routed-scaling", s->routed_scaling, "routed_scaling_factor")->default_val(1.0);
+  sub->add_option("--shards", s->shards, "Number of safetensors shards")->default_val(2);
+  return [s, arch, out, mla] {
+    s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
+    s->mla_layers = parse_list(*mla);
+    model::write_tiny_checkpoint(*s, *out, show_progress);
+    std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
+    return 0;
+  };
+}
+
+}  // namespace sluice::cli

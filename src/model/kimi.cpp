@@ -1,0 +1,160 @@
+// The Kimi-family forward pass: embedding, per layer (Block AttnRes or plain residual) attention
+// (KDA or MLA) and MLP (dense or MoE), final norm and lm_head; plus commit_prefix for verify.
+#include "model/kimi.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sluice::model {
+
+using format::AttnKind;
+using format::MlpKind;
+
+std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir) {
+  std::unique_ptr<KimiModel> m(new KimiModel());
+  m->config_ = format::load_kimi_config(dir);
+  m->tensors_ = format::TensorSet::open_dir(dir);
+  m->weights_ = load_kimi_weights(m->config_, m->tensors_);
+  m->resident_ = std::make_unique<ResidentExperts>(m->config_, m->tensors_);
+  m->experts_ = m->resident_.get();
+  return m;
+}
+
+void KimiModel::embed(std::span<const int32_t> tokens, float* h) const {
+  const int64_t H = config_.hidden_size;
+  const Weight& E = weights_.embed;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    int32_t id = tokens[t];
+    if (id < 0 || id >= config_.vocab_size) fail("token id ", id, " at position ", t, " is outside the vocabulary (0..",
+                                                 config_.vocab_size - 1, ")");
+    float* row = h + int64_t(t) * H;
+    if (E.type == kernels::WeightType::BF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(E.data) + int64_t(id) * H;
+      for (int64_t d = 0; d < H; ++d) row[d] = bf16_to_f32(src[d]);
+    } else {
+      std::memcpy(row, static_cast<const float*>(E.data) + int64_t(id) * H, size_t(H) * 4);
+    }
+  }
+}
+
+void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
+  const KimiConfig& c = config_;
+  const int64_t T = int64_t(tokens.size()), H = c.hidden_size;
+  if (T == 0) fail("forward pass with no tokens");
+  const int64_t base = st.length_;
+  st.reserve(base + T);
+  if (opt.record) {
+    st.record.before = st.snapshot();
+    st.record.rows = T;
+    st.record.kda.resize(st.kda.size());
+  }
+  st.record.valid = false;
+
+  float* h = h_.resize(size_t(T * H));
+  embed(tokens, h);
+  float* normed = normed_.resize(size_t(T * H));
+  float* attn_out = attn_out_.resize(size_t(T * H));
+  float* mlp_out = mlp_out_.resize(size_t(T * H));
+  const int64_t B = c.attn_res_block_size;
+  std::vector<const float*> sources;
+  int64_t anchors = 0;
+  if (B > 0 && anchors_.size() < size_t(c.num_layers / B + 2)) anchors_.resize(size_t(c.num_layers / B + 2));
+  float* prefix = prefix_.resize(size_t(T * H));
+  float* mix = attn_in_.resize(size_t(T * H));
+
+  int64_t kda_i = 0, mla_i = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = weights_.layers[size_t(l)];
+    // Attention input (AttnRes over the finished blocks and the running block sum).
+    const float* a_in = h;
+    if (B > 0) {
+      if (anchors > 0) {
+        sources.clear();
+        for (int64_t i = 0; i < anchors; ++i) sources.push_back(anchors_[size_t(i)].data());
+        sources.push_back(h);
+        attn_res_mix(sources, lw.attn_res_norm, lw.attn_res_proj, T, H, c.rms_norm_eps, mix);
+        a_in = mix;
+      }
+      if (l % B == 0) {
+        float* a = anchors_[size_t(anchors)].resize(size_t(T * H));
+        std::copy(h, h + T * H, a);
+        ++anchors;
+        std::fill(prefix, prefix + T * H, 0.0f);
+      } else {
+        std::copy(h, h + T * H, prefix);
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(a_in + t * H, lw.input_norm.data(), H, c.rms_norm_eps, normed + t * H);
+    if (lw.attn_kind == AttnKind::KDA) {
+      KdaRowRecord* rec = opt.record ? &st.record.kda[size_t(kda_i)] : nullptr;
+      kda_forward(c, lw.kda, st.kda[size_t(kda_i)], normed, T, rec, kda_scratch_, attn_out);
+      ++kda_i;
+    } else {
+      mla_forward(c, lw.mla, st.mla[size_t(mla_i)], base, normed, T, mla_scratch_, attn_out);
+      ++mla_i;
+    }
+    // MLP input.
+    const float* m_in;
+    if (B > 0) {
+      for (int64_t i = 0; i < T * H; ++i) prefix[i] += attn_out[i];
+      sources.clear();
+      for (int64_t i = 0; i < anchors; ++i) sources.push_back(anchors_[size_t(i)].data());
+      sources.push_back(prefix);
+      attn_res_mix(sources, lw.mlp_res_norm, lw.mlp_res_proj, T, H, c.rms_norm_eps, mix);
+      m_in = mix;
+    } else {
+      for (int64_t i = 0; i < T * H; ++i) h[i] += attn_out[i];
+      m_in = h;
+    }
+    for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(m_in + t * H, lw.post_norm.data(), H, c.rms_norm_eps, normed + t * H);
+    if (lw.mlp_kind == MlpKind::Dense) {
+      mlp_forward(c, lw.dense, normed, T, mlp_scratch_, mlp_out);
+    } else {
+      moe_forward(c, lw.moe, *experts_, int(l), normed, T, moe_scratch_, mlp_out, &counters_.moe);
+    }
+    if (B > 0) {
+      for (int64_t i = 0; i < T * H; ++i) h[i] = prefix[i] + mlp_out[i];
+    } else {
+      for (int64_t i = 0; i < T * H; ++i) h[i] += mlp_out[i];
+    }
+  }
+
+  // Output: AttnRes over the anchors and the last block, final norm, lm_head.
+  const int64_t rows = opt.all_logits ? T : 1;
+  const int64_t first = T - rows;
+  const float* fin = h;
+  if (B > 0) {
+    sources.clear();
+    for (int64_t i = 0; i < anchors; ++i) sources.push_back(anchors_[size_t(i)].data() + first * H);
+    sources.push_back(h + first * H);
+    attn_res_mix(sources, weights_.out_res_norm, weights_.out_res_proj, rows, H, c.rms_norm_eps, mix);
+    fin = mix;
+  } else {
+    fin = h + first * H;
+  }
+  float* fn = final_.resize(size_t(rows * H));
+  for (int64_t t = 0; t < rows; ++t) kernels::rmsnorm(fin + t * H, weights_.final_norm.data(), H, c.rms_norm_eps, fn + t * H);
+  kernels::linear(weights_.lm_head, fn, rows, logits);
+
+  st.length_ = base + T;
+  st.record.valid = opt.record;
+  counters_.passes += 1;
+  counters_.rows += T;
+}
+
+void KimiModel::commit_prefix(SequenceState& st, int64_t n) const {
+  if (!st.record.valid) fail("commit_prefix without a recorded pass");
+  if (n < 0 || n > st.record.rows) fail("commit_prefix(", n, ") outside 0..", st.record.rows);
+  if (n == st.record.rows) {
+    st.record.valid = false;
+    return;
+  }
+  const int64_t rows = st.record.rows;
+  SequenceState::PassRecord rec = std::move(st.record);
+  st.restore(rec.before);
+  for (size_t i = 0; i < st.kda.size(); ++i) kda_replay(config_, st.kda[i], rec.kda[i], rows, n);
+  st.length_ = rec.before.length + n;
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,346 @@
+// Tensor roster of the Kimi family and loading of resident weights against it.
+#include "model/kimi_weights.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sluice::model {
+namespace {
+
+using format::AttnKind;
+using format::KimiArch;
+using format::MlpKind;
+using format::TensorInfo;
+
+std::string layer_prefix(const KimiConfig& c, int64_t l) { return cat(c.tensor_prefix, "model.layers.", l, "."); }
+
+int64_t a_log_entries(const KimiConfig& c) {
+  // K3 stores one value per head padded with zeros to the head width (spec §2.4).
+  return c.arch == KimiArch::KimiK3 ? std::max(c.kda_heads, c.kda_head_dim) : c.kda_heads;
+}
+
+const TensorInfo& need(const format::TensorSet& ts, const std::string& name) { return ts.get(name); }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += cat(i ? ", " : "", s[i]);
+  return out + "]";
+}
+
+Weight matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
+  const TensorInfo& t = need(ts, name);
+  if (t.shape != std::vector<int64_t>{rows, cols})
+    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies [", rows, ", ", cols, "]");
+  Weight w;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t.data;
+  if (t.dtype == DType::BF16) w.type = kernels::WeightType::BF16;
+  else if (t.dtype == DType::F32) w.type = kernels::WeightType::F32;
+  else fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16 or F32");
+  return w;
+}
+
+std::vector<float> to_floats(const format::TensorSet& ts, const TensorInfo& t) {
+  std::vector<float> out(size_t(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype) {
+      case DType::F32: {
+        float f;
+        std::memcpy(&f, t.data + 4 * i, 4);
+        out[i] = f;
+        break;
+      }
+      case DType::BF16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+        break;
+      }
+      case DType::F16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = f16_to_f32(h);
+        break;
+      }
+      default:
+        fail(ts.dir(), ": tensor ", t.name, " has dtype ", dtype_name(t.dtype), ", expected F32, BF16 or F16");
+    }
+  }
+  return out;
+}
+
+// A vector-like tensor (norm weights, biases, conv taps): any float dtype, `numel` elements.
+std::vector<float> vec(const format::TensorSet& ts, const std::string& name, int64_t numel) {
+  const TensorInfo& t = need(ts, name);
+  if (t.numel() != numel)
+    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), " (", t.numel(), " elements), config implies ",
+         numel);
+  return to_floats(ts, t);
+}
+
+Weight mxfp4(const format::TensorSet& ts, const std::string& base, int64_t rows, int64_t cols) {
+  const TensorInfo& p = need(ts, base + ".weight_packed");
+  const TensorInfo& s = need(ts, base + ".weight_scale");
+  if (p.dtype != DType::U8 || p.shape != std::vector<int64_t>{rows, cols / 2})
+    fail(ts.dir(), ": tensor ", p.name, " is ", dtype_name(p.dtype), " ", shape_str(p.shape), ", expected U8 [", rows,
+         ", ", cols / 2, "]");
+  if (s.dtype != DType::U8 || s.shape != std::vector<int64_t>{rows, cols / 32})
+    fail(ts.dir(), ": tensor ", s.name, " is ", dtype_name(s.dtype), " ", shape_str(s.shape), ", expected U8 [", rows,
+         ", ", cols / 32, "]");
+  const auto* sb = reinterpret_cast<const uint8_t*>(s.data);
+  for (size_t i = 0; i < s.nbytes; ++i)
+    if (!mxfp4_scale_valid(sb[i]))
+      fail(ts.dir(), ": tensor ", s.name, " has E8M0 scale byte ", int(sb[i]), " at element ", i,
+           " (0 and 255 never occur in valid MXFP4 checkpoints)");
+  Weight w;
+  w.type = kernels::WeightType::MXFP4;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = p.data;
+  w.scales = sb;
+  return w;
+}
+
+}  // namespace
+
+std::string expert_tensor_base(const KimiConfig& c, int layer, int expert, int which) {
+  return cat(layer_prefix(c, layer), "block_sparse_moe.experts.", expert, ".w", which);
+}
+
+std::string expert_tensor_name(const KimiConfig& c, int layer, int expert, int which, const char* part) {
+  return cat(expert_tensor_base(c, layer, expert, which), ".", part);
+}
+
+std::vector<TensorSpec> kimi_roster(const KimiConfig& c) {
+  std::vector<TensorSpec> out;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  auto add = [&](std::string name, DType dt, std::vector<int64_t> shape, Init init) {
+    out.push_back(TensorSpec{std::move(name), dt, std::move(shape), init});
+  };
+  const std::string& P = c.tensor_prefix;
+  const bool attn_res = c.attn_res_block_size > 0;
+  add(P + "model.embed_tokens.weight", DType::BF16, {V, H}, Init::Normal);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::string L = layer_prefix(c, l);
+    add(L + "input_layernorm.weight", DType::BF16, {H}, Init::NormWeight);
+    add(L + "post_attention_layernorm.weight", DType::BF16, {H}, Init::NormWeight);
+    if (attn_res) {
+      add(L + "self_attention_res_norm.weight", DType::BF16, {H}, Init::NormWeight);
+      add(L + "self_attention_res_proj.weight", DType::BF16, {1, H}, Init::ResProj);
+      add(L + "mlp_res_norm.weight", DType::BF16, {H}, Init::NormWeight);
+      add(L + "mlp_res_proj.weight", DType::BF16, {1, H}, Init::ResProj);
+    }
+    std::string A = L + "self_attn.";
+    if (c.attn[size_t(l)] == AttnKind::KDA) {
+      const int64_t Pk = c.kda_dim(), dk = c.kda_head_dim;
+      for (const char* n : {"q_proj", "k_proj", "v_proj"}) add(A + n + ".weight", DType::BF16, {Pk, H}, Init::Normal);
+      for (const char* n : {"q_conv1d", "k_conv1d", "v_conv1d"})
+        add(A + n + ".weight", DType::F32, {Pk, 1, c.conv_kernel}, Init::Conv);
+      add(A + "f_a_proj.weight", DType::BF16, {dk, H}, Init::Normal);
+      add(A + "f_b_proj.weight", DType::BF16, {Pk, dk}, Init::Normal);
+      add(A + "dt_bias", DType::F32, {Pk}, Init::DtBias);
+      if (c.arch == KimiArch::KimiK3) add(A + "A_log", DType::F32, {a_log_entries(c)}, Init::ALog);
+      else add(A + "A_log", DType::F32, {1, 1, c.kda_heads, 1}, Init::ALog);
+      add(A + "b_proj.weight", DType::BF16, {c.kda_heads, H}, Init::Normal);
+      if (c.kda_full_rank_gate) {
+        add(A + "g_proj.weight", DType::BF16, {Pk, H}, Init::Normal);
+      } else {
+        add(A + "g_a_proj.weight", DType::BF16, {dk, H}, Init::Normal);
+        add(A + "g_b_proj.weight", DType::BF16, {Pk, dk}, Init::Normal);
+      }
+      add(A + "o_norm.weight", DType::F32, {dk}, Init::NormWeight);
+      add(A + "o_proj.weight", DType::BF16, {H, Pk}, Init::Normal);
+    } else {
+      const int64_t nh = c.num_heads;
+      if (c.q_lora_rank > 0) {
+        add(A + "q_a_proj.weight", DType::BF16, {c.q_lora_rank, H}, Init::Normal);
+        add(A + "q_a_layernorm.weight", DType::BF16, {c.q_lora_rank}, Init::NormWeight);
+        add(A + "q_b_proj.weight", DType::BF16, {nh * c.qk_head_dim(), c.q_lora_rank}, Init::Normal);
+      } else {
+        add(A + "q_proj.weight", DType::BF16, {nh * c.qk_head_dim(), H}, Init::Normal);
+      }
+      add(A + "kv_a_proj_with_mqa.weight", DType::BF16, {c.kv_lora_rank + c.qk_rope_head_dim, H}, Init::Normal);
+      add(A + "kv_a_layernorm.weight", DType::BF16, {c.kv_lora_rank}, Init::NormWeight);
+      add(A + "kv_b_proj.weight", DType::BF16, {nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, Init::Normal);
+      if (c.mla_output_gate) add(A + "g_proj.weight", DType::BF16, {nh * c.v_head_dim, H}, Init::Normal);
+      add(A + "o_proj.weight", DType::BF16, {H, nh * c.v_head_dim}, Init::Normal);
+    }
+    if (c.mlp[size_t(l)] == MlpKind::Dense) {
+      add(L + "mlp.gate_proj.weight", DType::BF16, {c.intermediate_size, H}, Init::Normal);
+      add(L + "mlp.up_proj.weight", DType::BF16, {c.intermediate_size, H}, Init::Normal);
+      add(L + "mlp.down_proj.weight", DType::BF16, {H, c.intermediate_size}, Init::Normal);
+    } else {
+      std::string M = L + "block_sparse_moe.";
+      add(M + "gate.weight", DType::BF16, {c.num_experts, H}, Init::Normal);
+      add(M + "gate.e_score_correction_bias", DType::F32, {c.num_experts}, Init::CorrectionBias);
+      const int64_t R = c.expert_input_size(), I = c.moe_intermediate_size;
+      if (c.routed_expert_hidden_size > 0) {
+        add(M + "routed_expert_down_proj.weight", DType::BF16, {R, H}, Init::Normal);
+        add(M + "routed_expert_up_proj.weight", DType::BF16, {H, R}, Init::Normal);
+        if (c.latent_moe_norm) add(M + "routed_expert_norm.weight", DType::BF16, {R}, Init::NormWeight);
+      }
+      if (c.num_shared_experts > 0) {
+        const int64_t S = c.num_shared_experts * I;
+        add(M + "shared_experts.gate_proj.weight", DType::BF16, {S, H}, Init::Normal);
+        add(M + "shared_experts.up_proj.weight", DType::BF16, {S, H}, Init::Normal);
+        add(M + "shared_experts.down_proj.weight", DType::BF16, {H, S}, Init::Normal);
+      }
+      for (int e = 0; e < c.num_experts; ++e) {
+        for (int which : {1, 2, 3}) {
+          int64_t rows = which == 2 ? R : I, cols = which == 2 ? I : R;
+          if (c.experts_mxfp4) {
+            add(expert_tensor_name(c, int(l), e, which, "weight_packed"), DType::U8, {rows, cols / 2}, Init::Packed);
+            add(expert_tensor_name(c, int(l), e, which, "weight_scale"), DType::U8, {rows, cols / 32}, Init::Scale);
+          } else {
+            add(expert_tensor_name(c, int(l), e, which, "weight"), DType::BF16, {rows, cols}, Init::Normal);
+          }
+        }
+      }
+    }
+  }
+  add(P + "model.norm.weight", DType::BF16, {H}, Init::NormWeight);
+  if (attn_res) {
+    add(P + "model.output_attn_res_norm.weight", DType::BF16, {H}, Init::NormWeight);
+    add(P + "model.output_attn_res_proj.weight", DType::BF16, {1, H}, Init::ResProj);
+  }
+  add(P + "lm_head.weight", DType::BF16, {V, H}, Init::Normal);
+  return out;
+}
+
+KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts) {
+  KimiWeights w;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const std::string& P = c.tensor_prefix;
+  const bool attn_res = c.attn_res_block_size > 0;
+  w.embed = matrix(ts, P + "model.embed_tokens.weight", V, H);
+  if (w.embed.type != kernels::WeightType::BF16 && w.embed.type != kernels::WeightType::F32)
+    fail(ts.dir(), ": embedding must be BF16 or F32");
+  w.lm_head = matrix(ts, P + "lm_head.weight", V, H);
+  w.final_norm = vec(ts, P + "model.norm.weight", H);
+  if (attn_res) {
+    w.out_res_norm = vec(ts, P + "model.output_attn_res_norm.weight", H);
+    w.out_res_proj = vec(ts, P + "model.output_attn_res_proj.weight", H);
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights lw;
+    lw.attn_kind = c.attn[size_t(l)];
+    lw.mlp_kind = c.mlp[size_t(l)];
+    std::string L = layer_prefix(c, l);
+    lw.input_norm = vec(ts, L + "input_layernorm.weight", H);
+    lw.post_norm = vec(ts, L + "post_attention_layernorm.weight", H);
+    if (attn_res) {
+      lw.attn_res_norm = vec(ts, L + "self_attention_res_norm.weight", H);
+      lw.attn_res_proj = vec(ts, L + "self_attention_res_proj.weight", H);
+      lw.mlp_res_norm = vec(ts, L + "mlp_res_norm.weight", H);
+      lw.mlp_res_proj = vec(ts, L + "mlp_res_proj.weight", H);
+    }
+    std::string A = L + "self_attn.";
+    if (lw.attn_kind == AttnKind::KDA) {
+      KdaWeights& k = lw.kda;
+      const int64_t Pk = c.kda_dim(), dk = c.kda_head_dim;
+      k.q = matrix(ts, A + "q_proj.weight", Pk, H);
+      k.k = matrix(ts, A + "k_proj.weight", Pk, H);
+      k.v = matrix(ts, A + "v_proj.weight", Pk, H);
+      k.q_conv = vec(ts, A + "q_conv1d.weight", Pk * c.conv_kernel);
+      k.k_conv = vec(ts, A + "k_conv1d.weight", Pk * c.conv_kernel);
+      k.v_conv = vec(ts, A + "v_conv1d.weight", Pk * c.conv_kernel);
+      k.f_a = matrix(ts, A + "f_a_proj.weight", dk, H);
+      k.f_b = matrix(ts, A + "f_b_proj.weight", Pk, dk);
+      k.dt_bias = vec(ts, A + "dt_bias", Pk);
+      std::vector<float> a_log = vec(ts, A + "A_log", a_log_entries(c));
+      for (size_t i = size_t(c.kda_heads); i < a_log.size(); ++i)
+        if (a_log[i] != 0.0f)
+          fail(ts.dir(), ": tensor ", A, "A_log entry ", i, " is ", a_log[i], "; A_log holds one value per head (",
+               c.kda_heads, ") and its padding must be zero");
+      a_log.resize(size_t(c.kda_heads));
+      k.a_log = std::move(a_log);
+      k.b = matrix(ts, A + "b_proj.weight", c.kda_heads, H);
+      if (c.kda_full_rank_gate) {
+        k.g = matrix(ts, A + "g_proj.weight", Pk, H);
+      } else {
+        k.g_a = matrix(ts, A + "g_a_proj.weight", dk, H);
+        k.g_b = matrix(ts, A + "g_b_proj.weight", Pk, dk);
+      }
+      k.o_norm = vec(ts, A + "o_norm.weight", dk);
+      k.o = matrix(ts, A + "o_proj.weight", H, Pk);
+    } else {
+      MlaWeights& m = lw.mla;
+      const int64_t nh = c.num_heads;
+      if (c.q_lora_rank > 0) {
+        m.q_a = matrix(ts, A + "q_a_proj.weight", c.q_lora_rank, H);
+        m.q_a_norm = vec(ts, A + "q_a_layernorm.weight", c.q_lora_rank);
+        m.q_b = matrix(ts, A + "q_b_proj.weight", nh * c.qk_head_dim(), c.q_lora_rank);
+      } else {
+        m.q = matrix(ts, A + "q_proj.weight", nh * c.qk_head_dim(), H);
+      }
+      m.kv_a = matrix(ts, A + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, H);
+      m.kv_a_norm = vec(ts, A + "kv_a_layernorm.weight", c.kv_lora_rank);
+      m.kv_b = matrix(ts, A + "kv_b_proj.weight", nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+      if (m.kv_b.type != kernels::WeightType::BF16 && m.kv_b.type != kernels::WeightType::F32)
+        fail(ts.dir(), ": kv_b_proj must be BF16 or F32");
+      if (c.mla_output_gate) m.g = matrix(ts, A + "g_proj.weight", nh * c.v_head_dim, H);
+      m.o = matrix(ts, A + "o_proj.weight", H, nh * c.v_head_dim);
+    }
+    if (lw.mlp_kind == MlpKind::Dense) {
+      lw.dense.gate = matrix(ts, L + "mlp.gate_proj.weight", c.intermediate_size, H);
+      lw.dense.up = matrix(ts, L + "mlp.up_proj.weight", c.intermediate_size, H);
+      lw.dense.down = matrix(ts, L + "mlp.down_proj.weight", H, c.intermediate_size);
+    } else {
+      MoeWeights& m = lw.moe;
+      std::string M = L + "block_sparse_moe.";
+      m.router = matrix(ts, M + "gate.weight", c.num_experts, H);
+      m.correction_bias = vec(ts, M + "gate.e_score_correction_bias", c.num_experts);
+      const int64_t R = c.expert_input_size(), I = c.moe_intermediate_size;
+      if (c.routed_expert_hidden_size > 0) {
+        m.latent_down = matrix(ts, M + "routed_expert_down_proj.weight", R, H);
+        m.latent_up = matrix(ts, M + "routed_expert_up_proj.weight", H, R);
+        if (c.latent_moe_norm) m.latent_norm = vec(ts, M + "routed_expert_norm.weight", R);
+      }
+      if (c.num_shared_experts > 0) {
+        const int64_t S = c.num_shared_experts * I;
+        m.has_shared = true;
+        m.shared.gate = matrix(ts, M + "shared_experts.gate_proj.weight", S, H);
+        m.shared.up = matrix(ts, M + "shared_experts.up_proj.weight", S, H);
+        m.shared.down = matrix(ts, M + "shared_experts.down_proj.weight", H, S);
+      }
+    }
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+
+ResidentExperts::ResidentExperts(const KimiConfig& c, const format::TensorSet& ts) : num_experts_(c.num_experts) {
+  by_layer_.resize(size_t(c.num_layers));
+  const int64_t R = c.expert_input_size(), I = c.moe_intermediate_size;
+  for (int l = 0; l < int(c.num_layers); ++l) {
+    if (c.mlp[size_t(l)] != MlpKind::MoE) continue;
+    auto& experts = by_layer_[size_t(l)];
+    for (int e = 0; e < int(c.num_experts); ++e) {
+      ExpertWeights ew;
+      if (c.experts_mxfp4) {
+        ew.gate = mxfp4(ts, expert_tensor_base(c, l, e, 1), I, R);
+        ew.down = mxfp4(ts, expert_tensor_base(c, l, e, 2), R, I);
+        ew.up = mxfp4(ts, expert_tensor_base(c, l, e, 3), I, R);
+      } else {
+        ew.gate = matrix(ts, expert_tensor_name(c, l, e, 1, "weight"), I, R);
+        ew.down = matrix(ts, expert_tensor_name(c, l, e, 2, "weight"), R, I);
+        ew.up = matrix(ts, expert_tensor_name(c, l, e, 3, "weight"), I, R);
+      }
+      experts.push_back(ew);
+    }
+  }
+}
+
+void ResidentExperts::request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
+  const auto& all = by_layer_.at(size_t(layer));
+  for (size_t i = 0; i < experts.size(); ++i) {
+    int32_t e = experts[i];
+    if (e < 0 || e >= num_experts_ || all.empty()) fail("expert ", e, " of layer ", layer, " does not exist");
+    out[i] = all[size_t(e)];
+  }
+}
+
+}  // namespace sluice::model

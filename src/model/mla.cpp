@@ -1,0 +1,101 @@
+// Multi-head latent attention without rotation (K3 and transformers' kimi_linear are NoPE) over
+// the compact cache: each position stores its normalised latent and its shared k_pe; kv_b is
+// absorbed into the query (q_nope·W_k) and the output (W_v·Σp·latent), so the cache stays
+// kv_lora_rank + rope floats per position per layer. K3's gate σ(g_proj x) scales the heads.
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "model/layers.h"
+
+namespace sluice::model {
+namespace {
+
+// Row r of a BF16 or F32 matrix, widened.
+inline float elem(const Weight& w, int64_t r, int64_t col) {
+  if (w.type == kernels::WeightType::BF16)
+    return bf16_to_f32(static_cast<const uint16_t*>(w.data)[r * w.cols + col]);
+  return static_cast<const float*>(w.data)[r * w.cols + col];
+}
+
+// y += a · W[r, :]
+inline void axpy_row(float a, const Weight& w, int64_t r, float* y) {
+  if (w.type == kernels::WeightType::BF16) {
+    const uint16_t* row = static_cast<const uint16_t*>(w.data) + r * w.cols;
+    for (int64_t i = 0; i < w.cols; ++i) y[i] += a * bf16_to_f32(row[i]);
+  } else {
+    const float* row = static_cast<const float*>(w.data) + r * w.cols;
+    for (int64_t i = 0; i < w.cols; ++i) y[i] += a * row[i];
+  }
+}
+
+inline float dot_row(const Weight& w, int64_t r, const float* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < w.cols; ++i) acc += elem(w, r, i) * x[i];
+  return acc;
+}
+
+}  // namespace
+
+void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, int64_t base, const float* x, int64_t T,
+                 MlaScratch& s, float* out) {
+  const int64_t nh = c.num_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, vd = c.v_head_dim;
+  const int64_t qk = nope + rope, kvr = c.kv_lora_rank;
+  float* q = s.q.resize(size_t(T * nh * qk));
+  if (c.q_lora_rank > 0) {
+    float* qa = s.qa.resize(size_t(T * c.q_lora_rank));
+    kernels::linear(w.q_a, x, T, qa);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::rmsnorm(qa + t * c.q_lora_rank, w.q_a_norm.data(), c.q_lora_rank, c.mla_norm_eps, qa + t * c.q_lora_rank);
+    kernels::linear(w.q_b, qa, T, q);
+  } else {
+    kernels::linear(w.q, x, T, q);
+  }
+  float* kv = s.kv.resize(size_t(T * (kvr + rope)));
+  kernels::linear(w.kv_a, x, T, kv);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = kv + t * (kvr + rope);
+    kernels::rmsnorm(row, w.kv_a_norm.data(), kvr, c.mla_norm_eps, st.latent.data() + (base + t) * kvr);
+    std::copy(row + kvr, row + kvr + rope, st.k_pe.data() + (base + t) * rope);
+  }
+
+  const float scale = 1.0f / std::sqrt(float(qk));
+  const int64_t ctx_max = base + T;
+  // Per head scratch: absorbed query [kvr], scores [ctx_max], context latent [kvr].
+  const int64_t per = 2 * kvr + ctx_max;
+  float* scratch = s.per_head.resize(size_t(nh * per));
+  float* attn = s.attn.resize(size_t(T * nh * vd));
+  const float* lat = st.latent.data();
+  const float* kpe = st.k_pe.data();
+  ThreadPool::global().parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      float* qabs = scratch + h * per;
+      float* ctx = qabs + kvr;
+      float* sc = ctx + kvr;
+      const int64_t k_row0 = h * (nope + vd), v_row0 = k_row0 + nope;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* qh = q + (t * nh + h) * qk;
+        std::fill(qabs, qabs + kvr, 0.0f);
+        for (int64_t i = 0; i < nope; ++i) axpy_row(qh[i], w.kv_b, k_row0 + i, qabs);
+        const int64_t n = base + t + 1;  // causal: this row sees positions 0..base+t
+        for (int64_t p = 0; p < n; ++p) {
+          float a = kernels::dot(qabs, lat + p * kvr, kvr);
+          float b = rope ? kernels::dot(qh + nope, kpe + p * rope, rope) : 0.0f;
+          sc[p] = (a + b) * scale;
+        }
+        kernels::softmax(sc, n);
+        std::fill(ctx, ctx + kvr, 0.0f);
+        for (int64_t p = 0; p < n; ++p) kernels::axpy(sc[p], lat + p * kvr, ctx, kvr);
+        float* ah = attn + (t * nh + h) * vd;
+        for (int64_t j = 0; j < vd; ++j) ah[j] = dot_row(w.kv_b, v_row0 + j, ctx);
+      }
+    }
+  });
+  if (c.mla_output_gate) {
+    float* gate = s.gate.resize(size_t(T * nh * vd));
+    kernels::linear(w.g, x, T, gate);
+    for (int64_t i = 0; i < T * nh * vd; ++i) attn[i] *= kernels::sigmoid(gate[i]);
+  }
+  kernels::linear(w.o, attn, T, out);
+}
+
+}  // namespace sluice::model

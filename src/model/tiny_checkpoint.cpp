@@ -1,0 +1,262 @@
+// Random tiny checkpoints: the tensor list is the model's own roster, so what is written is
+// exactly what the loader expects; values are drawn per tensor kind so every path matters
+// (non-unit norms, non-zero AttnRes projections, per-head A_log with zero padding, valid E8M0).
+#include "model/tiny_checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "format/safetensors.h"
+#include "model/kimi_weights.h"
+
+namespace sluice::model {
+namespace {
+
+using nlohmann::json;
+
+// splitmix64: a small portable generator, so checkpoints are identical on every platform.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+json layer_list(const std::vector<int64_t>& v) { return json(v); }
+
+void put(std::vector<std::byte>& out, DType dt, size_t i, double v) {
+  if (dt == DType::F32) {
+    float f = float(v);
+    std::memcpy(out.data() + 4 * i, &f, 4);
+  } else {
+    uint16_t b = f32_to_bf16(float(v));
+    std::memcpy(out.data() + 2 * i, &b, 2);
+  }
+}
+
+std::vector<std::byte> fill(const TensorSpec& t, const format::KimiConfig& c, Rng& rng) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  std::vector<std::byte> out(size_t(n * dtype_size(t.dtype)));
+  const int64_t cols = t.shape.back();
+  switch (t.init) {
+    case Init::Normal: {
+      bool embedding = t.name.find("embed_tokens") != std::string::npos;
+      double sd = embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), sd * rng.normal());
+      break;
+    }
+    case Init::NormWeight:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 1.0 + 0.1 * rng.normal());
+      break;
+    case Init::ResProj:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), rng.normal() / std::sqrt(double(cols)));
+      break;
+    case Init::ALog:
+      // One value per head, zeros after (a per-channel misreading would use the zeros).
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), i < c.kda_heads ? std::log(1.0 + 15.0 * rng.uniform()) : 0.0);
+      break;
+    case Init::DtBias:
+    case Init::Conv:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.5 * rng.normal());
+      break;
+    case Init::CorrectionBias:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.05 * rng.normal());
+      break;
+    case Init::Packed:
+      for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(rng.next() & 0xff);
+      break;
+    case Init::Scale:
+      for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(121 + rng.next() % 4);
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string tiny_config_json(const TinySpec& s) {
+  std::vector<int64_t> kda_layers;
+  for (int64_t l = 1; l <= s.layers; ++l)
+    if (std::find(s.mla_layers.begin(), s.mla_layers.end(), l) == s.mla_layers.end()) kda_layers.push_back(l);
+  const int64_t bos = s.vocab - 4, eos = s.vocab - 3, pad = s.vocab - 1;
+  json j;
+  if (s.arch == format::KimiArch::KimiK3) {
+    json tc = {
+        {"model_type", "kimi_linear"},
+        {"dtype", "bfloat16"},
+        {"vocab_size", s.vocab},
+        {"hidden_size", s.hidden},
+        {"num_hidden_layers", s.layers},
+        {"max_position_embeddings", 1048576},
+        {"rms_norm_eps", 1e-5},
+        {"hidden_act", "situ"},
+        {"activation_situ_beta", 4.0},
+        {"activation_situ_linear_beta", 25.0},
+        {"intermediate_size", s.dense_inter},
+        {"first_k_dense_replace", s.dense_layers},
+        {"moe_layer_freq", 1},
+        {"num_experts", s.experts},
+        {"num_experts_per_token", s.top_k},
+        {"num_shared_experts", s.shared},
+        {"moe_intermediate_size", s.moe_inter},
+        {"routed_expert_hidden_size", s.latent},
+        {"latent_moe_use_norm", true},
+        {"moe_router_activation_func", "sigmoid"},
+        {"topk_method", "noaux_tc"},
+        {"moe_renormalize", true},
+        {"routed_scaling_factor", s.routed_scaling},
+        {"use_grouped_topk", true},
+        {"num_expert_group", s.expert_groups},
+        {"topk_group", s.topk_groups},
+        {"num_attention_heads", s.heads},
+        {"num_key_value_heads", s.heads},
+        {"q_lora_rank", s.q_lora},
+        {"kv_lora_rank", s.kv_lora},
+        {"qk_nope_head_dim", s.nope},
+        {"qk_rope_head_dim", s.rope},
+        {"v_head_dim", s.v_dim},
+        {"mla_use_nope", true},
+        {"mla_use_output_gate", true},
+        {"attn_res_block_size", s.block},
+        {"num_nextn_predict_layers", 0},
+        {"use_cache", true},
+        {"tie_word_embeddings", false},
+        {"bos_token_id", bos},
+        {"eos_token_id", eos},
+        {"pad_token_id", pad},
+        {"linear_attn_config",
+         {{"num_heads", s.kda_heads},
+          {"head_dim", s.kda_head_dim},
+          {"short_conv_kernel_size", s.conv_kernel},
+          {"use_full_rank_gate", true},
+          {"gate_lower_bound", -5.0},
+          {"kda_layers", layer_list(kda_layers)},
+          {"full_attn_layers", layer_list(s.mla_layers)}}},
+        {"quantization_config",
+         {{"format", "mxfp4-pack-quantized"},
+          {"quant_method", "compressed-tensors"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"format", "mxfp4-pack-quantized"},
+              {"targets", json::array({"Linear"})},
+              {"weights",
+               {{"group_size", 32},
+                {"num_bits", 4},
+                {"dynamic", false},
+                {"symmetric", true},
+                {"observer", "minmax"},
+                {"scale_dtype", "torch.uint8"},
+                {"strategy", "group"},
+                {"type", "float"}}}}}}}}}};
+    j = {{"model_type", "kimi_k3"},   {"architectures", json::array({"KimiK3ForConditionalGeneration"})},
+         {"dtype", "bfloat16"},       {"tie_word_embeddings", false},
+         {"bos_token_id", bos},       {"eos_token_id", eos},
+         {"pad_token_id", pad},       {"text_config", tc}};
+  } else {
+    std::vector<std::string> layer_types, mlp_types;
+    for (int64_t l = 1; l <= s.layers; ++l) {
+      bool mla = std::find(s.mla_layers.begin(), s.mla_layers.end(), l) != s.mla_layers.end();
+      layer_types.push_back(mla ? "full_attention" : "linear_attention");
+      mlp_types.push_back(l <= s.dense_layers ? "dense" : "sparse");
+    }
+    j = {{"model_type", "kimi_linear"},
+         {"architectures", json::array({"KimiLinearForCausalLM"})},
+         {"dtype", "bfloat16"},
+         {"vocab_size", s.vocab},
+         {"hidden_size", s.hidden},
+         {"num_hidden_layers", s.layers},
+         {"rms_norm_eps", 1e-5},
+         {"hidden_act", "silu"},
+         {"intermediate_size", s.dense_inter},
+         {"moe_intermediate_size", s.moe_inter},
+         {"num_experts", s.experts},
+         {"num_experts_per_token", s.top_k},
+         {"num_shared_experts", s.shared},
+         {"moe_renormalize", true},
+         {"routed_scaling_factor", s.routed_scaling},
+         {"num_expert_group", s.expert_groups},
+         {"topk_group", s.topk_groups},
+         {"num_attention_heads", s.heads},
+         {"num_key_value_heads", s.heads},
+         {"q_lora_rank", s.q_lora > 0 ? json(s.q_lora) : json(nullptr)},
+         {"kv_lora_rank", s.kv_lora},
+         {"qk_nope_head_dim", s.nope},
+         {"qk_rope_head_dim", s.rope},
+         {"v_head_dim", s.v_dim},
+         {"linear_num_heads", s.kda_heads},
+         {"linear_head_dim", s.kda_head_dim},
+         {"linear_conv_kernel_dim", s.conv_kernel},
+         {"layer_types", layer_types},
+         {"mlp_layer_types", mlp_types},
+         {"tie_word_embeddings", false},
+         {"bos_token_id", bos},
+         {"eos_token_id", eos},
+         {"pad_token_id", pad}};
+  }
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
+                           void (*progress)(int64_t done, int64_t total)) {
+  if (spec.shards < 1) fail("make-tiny: --shards must be at least 1");
+  std::string config_text = tiny_config_json(spec);
+  format::KimiConfig c = format::parse_kimi_config(config_text, "make-tiny config");
+  std::vector<TensorSpec> roster = kimi_roster(c);
+
+  std::filesystem::create_directories(dir);
+  int64_t total = 0;
+  for (const auto& t : roster) {
+    int64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= d;
+    total += n;
+  }
+  // Tensors are generated in roster order from one stream, then cut into shards by bytes.
+  Rng rng{spec.seed};
+  const int shards = spec.shards;
+  std::vector<std::vector<format::TensorToWrite>> shard_tensors(static_cast<size_t>(shards));
+  json weight_map = json::object();
+  int64_t done = 0;
+  auto shard_name = [&](int i) {
+    return shards == 1 ? std::string("model.safetensors")
+                       : cat("model-", std::string(5 - std::to_string(i + 1).size(), '0'), i + 1, "-of-",
+                             std::string(5 - std::to_string(shards).size(), '0'), shards, ".safetensors");
+  };
+  for (const auto& t : roster) {
+    int shard = int(std::min<int64_t>(shards - 1, done * shards / std::max<int64_t>(total, 1)));
+    format::TensorToWrite w{t.name, t.dtype, t.shape, fill(t, c, rng)};
+    done += int64_t(w.bytes.size());
+    shard_tensors[size_t(shard)].push_back(std::move(w));
+    weight_map[t.name] = shard_name(shard);
+  }
+  int64_t written = 0;
+  for (int i = 0; i < shards; ++i) {
+    format::write_safetensors(dir + "/" + shard_name(i), shard_tensors[size_t(i)], {{"format", "pt"}});
+    for (const auto& t : shard_tensors[size_t(i)]) written += int64_t(t.bytes.size());
+    if (progress) progress(written, total);
+  }
+  if (shards > 1) {
+    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    format::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
+  format::write_file_atomic(dir + "/generation_config.json", gen.dump(2) + "\n");
+  // config.json last: a directory with a config is a complete checkpoint.
+  format::write_file_atomic(dir + "/config.json", config_text);
+}
+
+}  // namespace sluice::model

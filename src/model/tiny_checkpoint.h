@@ -1,0 +1,36 @@
+// Writes small random checkpoints in the real on-disk formats (config.json, safetensors shards
+// with the real tensor names and dtypes, MXFP4 experts for K3) for tests, fixtures and demos.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/kimi_config.h"
+
+namespace sluice::model {
+
+struct TinySpec {
+  format::KimiArch arch = format::KimiArch::KimiK3;
+  uint64_t seed = 1;
+  int64_t vocab = 512, hidden = 64, layers = 9;
+  std::vector<int64_t> mla_layers = {4, 8, 9};  // 1-based, as in the config lists
+  int64_t dense_layers = 1;                     // first_k_dense_replace
+  int64_t kda_heads = 4, kda_head_dim = 16, conv_kernel = 4;
+  int64_t heads = 4, q_lora = 32, kv_lora = 32, nope = 16, rope = 8, v_dim = 16;
+  int64_t dense_inter = 128, experts = 16, top_k = 4, shared = 2, moe_inter = 64, latent = 32;
+  int64_t expert_groups = 1, topk_groups = 1;
+  int64_t block = 3;  // attn_res_block_size (K3)
+  double routed_scaling = 1.0;
+  int shards = 2;
+};
+
+// The config.json text `spec` implies (the K3 root + text_config form, or transformers' kimi_linear form).
+std::string tiny_config_json(const TinySpec& spec);
+
+// Writes config.json, generation_config.json, the safetensors shards and (for more than one
+// shard) model.safetensors.index.json into `dir` (created if missing). Every file is written
+// atomically. `progress` (optional) is called with (bytes written, total bytes).
+void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
+                           void (*progress)(int64_t done, int64_t total) = nullptr);
+
+}  // namespace sluice::model
