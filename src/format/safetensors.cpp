@@ -32,6 +32,13 @@ constexpr const char* kMetadataKey = "__metadata__";
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
+// A name or value from an untrusted header, quoted and cut short so that messages stay one line.
+std::string quote_short(std::string_view text) {
+  constexpr size_t kMax = 200;
+  if (text.size() <= kMax) return cat('"', text, '"');
+  return cat('"', text.substr(0, kMax), "...\" (", text.size(), " bytes)");
+}
+
 // Reads a JSON value that must be a non-negative integer fitting in uint64 (offsets, dims).
 bool as_u64(const json& v, uint64_t* out) {
   if (v.is_number_unsigned()) {
@@ -49,11 +56,11 @@ bool as_u64(const json& v, uint64_t* out) {
 
 TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t data_start, uint64_t data_size,
                        const std::string& what) {
-  std::string at = cat(what, ": tensor \"", name, "\"");
+  std::string at = cat(what, ": tensor ", quote_short(name));
   if (!entry.is_object()) fail(at, ": expected an object, got ", describe_json(entry));
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      fail(at, ": unexpected field \"", it.key(), "\" (expected dtype, shape, data_offsets)");
+      fail(at, ": unexpected field ", quote_short(it.key()), " (expected dtype, shape, data_offsets)");
   }
   TensorInfo info;
   info.name = name;
@@ -63,7 +70,7 @@ TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t data
   if (dtype_it == entry.end()) fail(at, ": field dtype is missing");
   if (!dtype_it->is_string()) fail(at, ": dtype: expected a string, got ", describe_json(*dtype_it));
   const std::string& dtype_text = dtype_it->get_ref<const std::string&>();
-  if (!parse_dtype(dtype_text, &info.dtype)) fail(at, ": unknown dtype \"", dtype_text, "\"");
+  if (!parse_dtype(dtype_text, &info.dtype)) fail(at, ": unknown dtype ", quote_short(dtype_text));
 
   auto shape_it = entry.find("shape");
   if (shape_it == entry.end()) fail(at, ": field shape is missing");
@@ -183,7 +190,7 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* header, size_t
       if (!it->is_object()) fail(what, ": ", kMetadataKey, ": expected an object, got ", describe_json(*it));
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string())
-          fail(what, ": ", kMetadataKey, ".", m.key(), ": expected a string, got ", describe_json(*m));
+          fail(what, ": ", kMetadataKey, ".", quote_short(m.key()), ": expected a string, got ", describe_json(*m));
         if (metadata) (*metadata)[m.key()] = m->get<std::string>();
       }
       continue;
@@ -200,8 +207,8 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* header, size_t
   for (const TensorInfo& t : tensors) {
     if (t.nbytes == 0) continue;
     if (prev && t.file_offset < prev->file_offset + prev->nbytes)
-      fail(what, ": tensor \"", t.name, "\" (data_offsets [", t.file_offset - data_start, ", ",
-           t.file_offset - data_start + t.nbytes, "]) overlaps tensor \"", prev->name, "\" (data_offsets [",
+      fail(what, ": tensor ", quote_short(t.name), " (data_offsets [", t.file_offset - data_start, ", ",
+           t.file_offset - data_start + t.nbytes, "]) overlaps tensor ", quote_short(prev->name), " (data_offsets [",
            prev->file_offset - data_start, ", ", prev->file_offset - data_start + prev->nbytes, "])");
     if (!prev || t.file_offset + t.nbytes > prev->file_offset + prev->nbytes) prev = &t;
   }
@@ -285,15 +292,15 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
     for (const auto& [shard, names] : by_shard) {
       std::string shard_path = (root / shard).string();
       if (!fs::exists(shard_path, ec))
-        fail(index_name, ": shard \"", shard, "\" (holding tensor \"", *names.begin(), "\" and ", names.size() - 1,
-             " more) does not exist: ", shard_path);
+        fail(index_name, ": shard \"", shard, "\" (holding tensor ", quote_short(*names.begin()), " and ",
+             names.size() - 1, " more) does not exist: ", shard_path);
       SafetensorsFile& file = add_file(shard_path);
       for (const TensorInfo& t : file.tensors()) {
         if (!names.count(t.name)) {
           auto assigned = weight_map.find(t.name);
           if (assigned == weight_map.end())
-            fail(shard_path, ": tensor \"", t.name, "\" is in this shard but not in the index ", index_name);
-          fail(shard_path, ": tensor \"", t.name, "\" is in this shard but the index ", index_name,
+            fail(shard_path, ": tensor ", quote_short(t.name), " is in this shard but not in the index ", index_name);
+          fail(shard_path, ": tensor ", quote_short(t.name), " is in this shard but the index ", index_name,
                " assigns it to shard \"", assigned->get<std::string>(), "\"");
         }
         set.by_name_[t.name] = &t;
@@ -302,7 +309,7 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
     for (const auto& [shard, names] : by_shard) {
       for (const std::string& name : names) {
         if (!set.by_name_.count(name))
-          fail(index_name, ": tensor \"", name, "\" is assigned to shard ", (root / shard).string(),
+          fail(index_name, ": tensor ", quote_short(name), " is assigned to shard ", (root / shard).string(),
                " which does not contain it");
       }
     }
@@ -326,7 +333,7 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
   for (const std::string& shard : shards) {
     for (const TensorInfo& t : add_file(shard).tensors()) {
       auto [it, inserted] = set.by_name_.emplace(t.name, &t);
-      if (!inserted) fail(shard, ": tensor \"", t.name, "\" is also in ", it->second->file);
+      if (!inserted) fail(shard, ": tensor ", quote_short(t.name), " is also in ", it->second->file);
     }
   }
   return set;
@@ -339,7 +346,7 @@ const TensorInfo* TensorSet::find(const std::string& name) const {
 
 const TensorInfo& TensorSet::get(const std::string& name) const {
   const TensorInfo* t = find(name);
-  if (!t) fail(dir_, ": tensor \"", name, "\" not found in the checkpoint");
+  if (!t) fail(dir_, ": tensor ", quote_short(name), " not found in the checkpoint");
   return *t;
 }
 
@@ -354,7 +361,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   }
   uint64_t offset = 0;
   for (const TensorToWrite& t : tensors) {
-    std::string at = cat(path, ": tensor \"", t.name, "\"");
+    std::string at = cat(path, ": tensor ", quote_short(t.name));
     if (t.name.empty() || t.name == kMetadataKey) fail(at, ": invalid tensor name");
     if (header.contains(t.name)) fail(at, ": written twice");
     uint64_t nbytes = uint64_t(dtype_size(t.dtype));
@@ -370,7 +377,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
                       {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {  // a name or metadata value that is not valid UTF-8
+    fail(path, ": cannot encode the header (tensor names and metadata must be UTF-8): ", e.what());
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data region 8-byte aligned
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));

@@ -98,7 +98,8 @@ TEST(JsonUtil, TypedGetters) {
   EXPECT_EQ(error_of([&] { get_int(sub, "hidden", field_where(w, "sub")); }), "cfg.json: sub.hidden: missing");
   EXPECT_EQ(error_of([&] { get_int(cfg, "s", w); }), "cfg.json: s: expected an integer, got a string (\"silu\")");
   EXPECT_CONTAINS(error_of([&] { get_int(cfg, "f", w); }), "cfg.json: f: expected an integer, got a real number");
-  EXPECT_CONTAINS(error_of([&] { get_int(cfg, "big", w); }), "cfg.json: big: integer 18446744073709551615 is too large");
+  EXPECT_CONTAINS(error_of([&] { get_int(cfg, "big", w); }),
+                  "cfg.json: big: integer 18446744073709551615 is too large");
   EXPECT_CONTAINS(error_of([&] { get_int(cfg, "nul", w); }), "cfg.json: nul: expected an integer, got null");
   EXPECT_CONTAINS(error_of([&] { get_number(cfg, "s", w); }), "cfg.json: s: expected a number");
   EXPECT_CONTAINS(error_of([&] { get_bool(cfg, "n", w); }), "cfg.json: n: expected true or false");
