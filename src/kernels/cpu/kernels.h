@@ -37,6 +37,16 @@ struct Isa {
 const Isa& scalar_isa();
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
 const Isa* avx512_isa();  // likewise
+
+namespace detail {
+// matmul_avx2.cpp and matmul_avx512.cpp override dispatch.cpp's weak avx2_isa()/avx512_isa(), but
+// in a static library the linker extracts an object only to resolve an undefined symbol, and the
+// weak defaults already satisfy those two. Every user of this header therefore references one
+// symbol defined only in each SIMD object, so both are always linked in.
+extern const char kAvx2KernelsLinked;
+extern const char kAvx512KernelsLinked;
+[[gnu::used]] static const char* const kLinkSimdKernels[] = {&kAvx2KernelsLinked, &kAvx512KernelsLinked};
+}  // namespace detail
 std::vector<const Isa*> available_isas();  // scalar first
 const Isa& active_isa();                   // best available, or SLUICE_ISA's choice
 void set_active_isa(std::string_view name);  // throws sluice::Error for an unknown/unsupported name

@@ -1,0 +1,418 @@
+// CPU kernel tests: every SIMD product against the scalar oracle on fresh random inputs (odd
+// sizes included), batch invariance (n = 1 vs batched, row splits, threaded, strided) bit for bit
+// on every ISA, and exact MXFP4 decoding of all codes, positions and extreme scales.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+namespace {
+
+// Fresh inputs on every run; the seed is printed with any failure so a failing case can be
+// replayed with SLUICE_TEST_SEED=<seed>.
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    if (const char* env = std::getenv("SLUICE_TEST_SEED")) return uint64_t(std::stoull(env));
+    return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  }();
+  return seed;
+}
+
+// Random weights of one type in the layout the kernels read, with owned storage.
+struct TestWeight {
+  Weight w;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> packed, scales;
+};
+
+// MXFP4 scales near 2^0 keep random products well inside the normal range; extreme bytes are
+// covered by dedicated tests.
+TestWeight random_weight(WeightType type, int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  TestWeight t;
+  t.w.type = type;
+  t.w.rows = rows;
+  t.w.cols = cols;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  switch (type) {
+    case WeightType::F32:
+      t.f32.resize(static_cast<size_t>(rows * cols));
+      for (float& v : t.f32) v = normal(rng);
+      t.w.data = t.f32.data();
+      break;
+    case WeightType::BF16:
+      t.bf16.resize(static_cast<size_t>(rows * cols));
+      for (uint16_t& v : t.bf16) v = f32_to_bf16(normal(rng));
+      t.w.data = t.bf16.data();
+      break;
+    case WeightType::MXFP4: {
+      t.packed.resize(static_cast<size_t>(rows * cols / 2));
+      t.scales.resize(static_cast<size_t>(rows * cols / 32));
+      std::uniform_int_distribution<int> byte(0, 255), scale(117, 137);
+      for (uint8_t& v : t.packed) v = uint8_t(byte(rng));
+      for (uint8_t& v : t.scales) v = uint8_t(scale(rng));
+      t.w.data = t.packed.data();
+      t.w.scales = t.scales.data();
+      break;
+    }
+  }
+  return t;
+}
+
+std::vector<float> random_vectors(int64_t count, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// Exact value of W[r, c] (all three formats widen exactly to fp32, hence to double).
+double weight_at(const Weight& w, int64_t r, int64_t c) {
+  switch (w.type) {
+    case WeightType::F32: return static_cast<const float*>(w.data)[r * w.cols + c];
+    case WeightType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[r * w.cols + c]);
+    case WeightType::MXFP4: {
+      uint8_t byte = static_cast<const uint8_t*>(w.data)[(r * w.cols + c) / 2];
+      uint8_t code = c % 2 == 0 ? byte & 15 : byte >> 4;
+      return double(kE2M1Values[code]) * std::ldexp(1.0, int(w.scales[r * (w.cols / 32) + c / 32]) - 127);
+    }
+  }
+  return 0.0;
+}
+
+const char* type_name(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return "f32";
+    case WeightType::BF16: return "bf16";
+    case WeightType::MXFP4: return "mxfp4";
+  }
+  return "?";
+}
+
+MatmulFn fn_of(const Isa& isa, WeightType t) {
+  switch (t) {
+    case WeightType::F32: return isa.matmul_f32;
+    case WeightType::BF16: return isa.matmul_bf16;
+    case WeightType::MXFP4: return isa.matmul_mxfp4;
+  }
+  return nullptr;
+}
+
+// Two fp32 sums of the same `cols` products in different orders differ by at most about
+// 2·cols·2^-24·Σ|w·x| (never less than 1e-5·Σ|w·x| is allowed). A decoding or indexing bug is
+// off by O(Σ|w·x|), far above either.
+double tolerance(const Weight& w, const float* x, int64_t r) {
+  double abs_sum = 0.0;
+  for (int64_t c = 0; c < w.cols; ++c) abs_sum += std::fabs(weight_at(w, r, c) * x[c]);
+  return std::max(1e-5, 2.0 * double(w.cols) * std::ldexp(1.0, -24)) * abs_sum + 1e-30;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::vector<const Isa*> simd_isas() {
+  std::vector<const Isa*> out;
+  for (const Isa* isa : available_isas())
+    if (isa != &scalar_isa()) out.push_back(isa);
+  return out;
+}
+
+// Compares one SIMD ISA against scalar for one shape (at most five failures reported).
+void expect_matches_scalar(const Isa& isa, WeightType type, int64_t rows, int64_t cols, int64_t n,
+                           std::mt19937_64& rng) {
+  SCOPED_TRACE(cat("isa=", isa.name, " type=", type_name(type), " rows=", rows, " cols=", cols, " n=", n,
+                   " seed=", test_seed()));
+  TestWeight t = random_weight(type, rows, cols, rng);
+  std::vector<float> x = random_vectors(n * cols, rng);
+  std::vector<float> want(static_cast<size_t>(n * rows)), got(static_cast<size_t>(n * rows));
+  linear_on(scalar_isa(), t.w, x.data(), n, want.data());
+  linear_on(isa, t.w, x.data(), n, got.data());
+  int failures = 0;
+  for (int64_t i = 0; i < n && failures < 5; ++i) {
+    for (int64_t r = 0; r < rows && failures < 5; ++r) {
+      double tol = tolerance(t.w, x.data() + i * cols, r);
+      float a = want[size_t(i * rows + r)], b = got[size_t(i * rows + r)];
+      if (!(std::fabs(double(a) - double(b)) <= tol)) {
+        ADD_FAILURE() << "row " << r << " vector " << i << ": scalar " << a << " vs " << b << " (tolerance " << tol
+                      << ")";
+        ++failures;
+      }
+    }
+  }
+}
+
+TEST(KernelIsa, ScalarFirstAndSimdChosenByCpu) {
+  std::vector<const Isa*> isas = available_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_STREQ(isas.front()->name, "scalar");
+  __builtin_cpu_init();
+  // The strong definitions in matmul_avx2.cpp / matmul_avx512.cpp must be linked in and must
+  // report exactly what the CPU supports.
+  EXPECT_EQ(avx2_isa() != nullptr, bool(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+  EXPECT_EQ(avx512_isa() != nullptr,
+            bool(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")));
+  if (const Isa* a = avx2_isa()) {
+    EXPECT_STREQ(a->name, "avx2");
+  }
+  if (const Isa* a = avx512_isa()) {
+    EXPECT_STREQ(a->name, "avx512");
+  }
+  for (const Isa* isa : isas) {
+    EXPECT_NE(isa->matmul_f32, nullptr);
+    EXPECT_NE(isa->matmul_bf16, nullptr);
+    EXPECT_NE(isa->matmul_mxfp4, nullptr);
+  }
+}
+
+TEST(KernelIsa, SetActiveIsaByName) {
+  const Isa& before = active_isa();
+  for (const Isa* isa : available_isas()) {
+    set_active_isa(isa->name);
+    EXPECT_EQ(&active_isa(), isa);
+  }
+  EXPECT_THROW(set_active_isa("sse9"), Error);
+  set_active_isa(before.name);
+}
+
+// Sizes around the vector widths (8 and 16 lanes) and the row and vector tiles.
+TEST(KernelMatmul, DenseMatchesScalarOnOddSizes) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t cols_list[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 47, 100, 257, 1000};
+  const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 9, 13};
+  const int64_t n_list[] = {1, 2, 3, 4, 5, 7, 9};
+  for (const Isa* isa : simd_isas()) {
+    for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+      for (int64_t cols : cols_list) {
+        std::uniform_int_distribution<size_t> pick_rows(0, std::size(rows_list) - 1), pick_n(0, std::size(n_list) - 1);
+        for (int rep = 0; rep < 3; ++rep)
+          expect_matches_scalar(*isa, type, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
+      }
+    }
+  }
+}
+
+TEST(KernelMatmul, Mxfp4MatchesScalarOnOddSizes) {
+  std::mt19937_64 rng(test_seed() + 1);
+  const int64_t cols_list[] = {32, 64, 96, 160, 480, 512, 544, 1056};
+  const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 9, 13};
+  const int64_t n_list[] = {1, 2, 3, 4, 5, 7, 9};
+  for (const Isa* isa : simd_isas()) {
+    for (int64_t cols : cols_list) {
+      std::uniform_int_distribution<size_t> pick_rows(0, std::size(rows_list) - 1), pick_n(0, std::size(n_list) - 1);
+      for (int rep = 0; rep < 3; ++rep)
+        expect_matches_scalar(*isa, WeightType::MXFP4, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
+    }
+  }
+}
+
+// The K3 routed-expert shapes themselves (gate/up [3072, 3584], down [3584, 3072]).
+TEST(KernelMatmul, MatchesScalarOnK3ExpertShapes) {
+  std::mt19937_64 rng(test_seed() + 2);
+  for (const Isa* isa : simd_isas()) {
+    for (WeightType type : {WeightType::MXFP4, WeightType::BF16}) {
+      expect_matches_scalar(*isa, type, 3072, 3584, 2, rng);
+      expect_matches_scalar(*isa, type, 3584, 3072, 1, rng);
+    }
+  }
+}
+
+// Rows whose scales reach 253 or 254 (where an E2M1 value times the scale can overflow) take a
+// different AVX-512 path than their neighbours, and rows with scale bytes 1 and 2 have subnormal
+// scaled weights; all must agree with scalar, and none may change its neighbours' results.
+TEST(KernelMatmul, Mxfp4ExtremeScaleRowsMatchScalar) {
+  std::mt19937_64 rng(test_seed() + 3);
+  const int64_t rows = 13, cols = 192, blocks = cols / 32, n = 6;
+  for (const Isa* isa : available_isas()) {
+    SCOPED_TRACE(cat("isa=", isa->name, " seed=", test_seed()));
+    TestWeight t = random_weight(WeightType::MXFP4, rows, cols, rng);
+    t.scales[2 * blocks + 1] = 254;
+    t.scales[5 * blocks + 0] = 253;
+    t.scales[6 * blocks + 5] = 254;
+    for (int64_t b = 0; b < blocks; ++b) t.scales[9 * blocks + b] = uint8_t(1 + b % 2);
+    t.scales[11 * blocks + 3] = 1;
+    // Small activations exercise the huge scales, large ones the tiny scales; outputs whose exact
+    // value overflows are skipped.
+    for (int x_exp : {-100, 100}) {
+      std::vector<float> x = random_vectors(n * cols, rng);
+      for (float& v : x) v = std::ldexp(v, x_exp);
+      std::vector<float> want(static_cast<size_t>(n * rows)), got(static_cast<size_t>(n * rows));
+      linear_on(scalar_isa(), t.w, x.data(), n, want.data());
+      linear_on(*isa, t.w, x.data(), n, got.data());
+      int checked = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const double tol = tolerance(t.w, x.data() + i * cols, r);
+          if (!std::isfinite(want[size_t(i * rows + r)]) || tol > 1e38) continue;
+          ++checked;
+          float a = want[size_t(i * rows + r)], b = got[size_t(i * rows + r)];
+          EXPECT_LE(std::fabs(double(a) - double(b)), tol) << "row " << r << " vector " << i << " x 2^" << x_exp;
+        }
+      }
+      EXPECT_GE(checked, n * (rows - 3)) << "x 2^" << x_exp;
+      // Invariance of every row under batching, across the path boundary.
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<float> one(static_cast<size_t>(rows));
+        linear_on(*isa, t.w, x.data() + i * cols, 1, one.data());
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_TRUE(same_bits(one[size_t(r)], got[size_t(i * rows + r)])) << "row " << r << " vector " << i;
+      }
+    }
+  }
+}
+
+// ---- batch invariance, bit for bit, on every ISA including scalar ----
+
+void expect_batch_invariant(const Isa& isa, WeightType type, int64_t rows, int64_t cols, int64_t n,
+                            std::mt19937_64& rng) {
+  SCOPED_TRACE(cat("isa=", isa.name, " type=", type_name(type), " rows=", rows, " cols=", cols, " n=", n,
+                   " seed=", test_seed()));
+  TestWeight t = random_weight(type, rows, cols, rng);
+  std::vector<float> x = random_vectors(n * cols, rng);
+  std::vector<float> batched(static_cast<size_t>(n * rows));
+  linear_on(isa, t.w, x.data(), n, batched.data());
+
+  // Each vector alone, from its own buffer.
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<float> xi(x.begin() + i * cols, x.begin() + (i + 1) * cols), yi(static_cast<size_t>(rows));
+    linear_on(isa, t.w, xi.data(), 1, yi.data());
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_TRUE(same_bits(yi[size_t(r)], batched[size_t(i * rows + r)])) << "n=1 vs batched: row " << r << " vector " << i;
+  }
+
+  // Random row splits, every piece with a different sub-batch offset, through the raw entry
+  // point with strided x and y.
+  MatmulFn fn = fn_of(isa, type);
+  const int64_t ldx = cols + 5, ldy = rows + 3;
+  std::vector<float> xs(static_cast<size_t>(n * ldx), 7.0f), ys(static_cast<size_t>(n * ldy), -1.0f);
+  for (int64_t i = 0; i < n; ++i) std::copy(x.begin() + i * cols, x.begin() + (i + 1) * cols, xs.begin() + i * ldx);
+  std::uniform_int_distribution<int64_t> cut(0, rows);
+  int64_t a = cut(rng), b = cut(rng);
+  if (a > b) std::swap(a, b);
+  const int64_t bounds[] = {0, a, b, rows};
+  for (int k = 0; k < 3; ++k) {
+    // Within a piece, also split the batch in two calls.
+    int64_t split = n / 2;
+    fn(t.w, xs.data(), ldx, split, ys.data(), ldy, bounds[k], bounds[k + 1]);
+    fn(t.w, xs.data() + split * ldx, ldx, n - split, ys.data() + split * ldy, ldy, bounds[k], bounds[k + 1]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_TRUE(same_bits(ys[size_t(i * ldy + r)], batched[size_t(i * rows + r)]))
+          << "row split [" << a << "," << b << "): row " << r << " vector " << i;
+    for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(ys[size_t(i * ldy + r)], -1.0f) << "wrote past row range";
+  }
+
+  // The threaded entry point with this ISA active.
+  const Isa& before = active_isa();
+  set_active_isa(isa.name);
+  std::vector<float> threaded(static_cast<size_t>(n * rows));
+  linear(t.w, x.data(), n, threaded.data());
+  set_active_isa(before.name);
+  EXPECT_EQ(std::memcmp(threaded.data(), batched.data(), threaded.size() * sizeof(float)), 0) << "threaded linear";
+}
+
+TEST(KernelBatchInvariance, DenseBitExact) {
+  std::mt19937_64 rng(test_seed() + 4);
+  for (const Isa* isa : available_isas()) {
+    for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+      expect_batch_invariant(*isa, type, 37, 203, 9, rng);
+      expect_batch_invariant(*isa, type, 300, 64, 5, rng);
+      expect_batch_invariant(*isa, type, 6, 17, 13, rng);
+    }
+  }
+}
+
+TEST(KernelBatchInvariance, Mxfp4BitExact) {
+  std::mt19937_64 rng(test_seed() + 5);
+  for (const Isa* isa : available_isas()) {
+    expect_batch_invariant(*isa, WeightType::MXFP4, 37, 224, 9, rng);
+    expect_batch_invariant(*isa, WeightType::MXFP4, 300, 64, 5, rng);
+    expect_batch_invariant(*isa, WeightType::MXFP4, 6, 544, 13, rng);
+  }
+}
+
+// ---- exact MXFP4 decoding ----
+
+// E2M1 by hand (OCP MX spec): sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0.
+double e2m1_by_hand(int code) {
+  const double magnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (code & 8 ? -1.0 : 1.0) * magnitude[code & 7];
+}
+
+TEST(KernelMxfp4, DecodeTableIsE2M1) {
+  for (int code = 0; code < 16; ++code) {
+    EXPECT_EQ(double(kE2M1Values[code]), e2m1_by_hand(code)) << "code " << code;
+    EXPECT_EQ(std::signbit(kE2M1Values[code]), code >= 8) << "code " << code;
+  }
+  for (int e = 1; e <= 254; ++e) EXPECT_EQ(double(e8m0_to_f32(uint8_t(e))), std::ldexp(1.0, e - 127)) << "scale " << e;
+  EXPECT_FALSE(mxfp4_scale_valid(0));
+  EXPECT_FALSE(mxfp4_scale_valid(255));
+  EXPECT_TRUE(mxfp4_scale_valid(1));
+  EXPECT_TRUE(mxfp4_scale_valid(254));
+}
+
+// Every code at every column position of two blocks (low nibble = even column), under extreme
+// and ordinary scales, read back through one-hot activations so each output is a single exact
+// product, whatever the summation order: every ISA must give exactly code · 2^(e-127) · x.
+TEST(KernelMxfp4, AllCodesAllPositionsExtremeScalesExact) {
+  const int64_t cols = 64, blocks = 2;
+  const uint8_t scale_bytes[] = {1, 2, 127, 252, 253, 254};
+  const int64_t rows = 16 * int64_t(std::size(scale_bytes));
+  std::vector<uint8_t> packed(static_cast<size_t>(rows * cols / 2)), scales(static_cast<size_t>(rows * blocks));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      uint8_t code = uint8_t((r + c) % 16);
+      uint8_t& byte = packed[size_t((r * cols + c) / 2)];
+      byte = c % 2 == 0 ? uint8_t((byte & 0xf0) | code) : uint8_t((byte & 0x0f) | (code << 4));
+    }
+    for (int64_t b = 0; b < blocks; ++b) scales[size_t(r * blocks + b)] = scale_bytes[r / 16];
+  }
+  Weight w{WeightType::MXFP4, rows, cols, packed.data(), scales.data()};
+  // x exponents keep every exact product a normal float: 2^-126·0.5·2^30 and 2^127·6·2^-30.
+  for (int x_exp : {-30, 0, 30}) {
+    const double xv = std::ldexp(1.0, x_exp);
+    std::vector<float> x(static_cast<size_t>(cols * cols), 0.0f);
+    for (int64_t i = 0; i < cols; ++i) x[size_t(i * cols + i)] = float(xv);
+    for (const Isa* isa : available_isas()) {
+      std::vector<float> y(static_cast<size_t>(cols * rows));
+      linear_on(*isa, w, x.data(), cols, y.data());
+      for (int64_t i = 0; i < cols; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const int e = scale_bytes[r / 16];
+          const double exact = e2m1_by_hand(int((r + i) % 16)) * std::ldexp(1.0, e - 127) * xv;
+          if (std::fabs(exact) > 3.0e38 || (exact != 0.0 && std::fabs(exact) < 1.0e-37)) continue;
+          ASSERT_EQ(double(y[size_t(i * rows + r)]), exact)
+              << isa->name << " code " << (r + i) % 16 << " column " << i << " scale byte " << e << " x 2^" << x_exp;
+        }
+      }
+    }
+  }
+}
+
+// A full-row sum with the largest scale: each block is 6·2^127·x with x small, so the scalar's
+// scale-after-sum and the SIMD paths must all stay finite and exact (all terms equal powers of two).
+TEST(KernelMxfp4, LargestScaleSumsStayFinite) {
+  const int64_t rows = 5, cols = 128, blocks = cols / 32;
+  std::vector<uint8_t> packed(static_cast<size_t>(rows * cols / 2), 0x77), scales(static_cast<size_t>(rows * blocks), 254);  // code 7 = 6
+  Weight w{WeightType::MXFP4, rows, cols, packed.data(), scales.data()};
+  std::vector<float> x(static_cast<size_t>(cols), std::ldexp(1.0f, -40));
+  for (const Isa* isa : available_isas()) {
+    std::vector<float> y(static_cast<size_t>(rows));
+    linear_on(*isa, w, x.data(), 1, y.data());
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(double(y[size_t(r)]), 6.0 * 128 * std::ldexp(1.0, 127 - 40)) << isa->name;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::kernels
