@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Bad checkpoints and configs given to `sluice run` must give a one-line error naming the file
+# and tensor or field, exit 1, and never crash. Usage: run_bad_input.sh <sluice> <source-dir>
+set -euo pipefail
+sluice=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+make_model() {  # a fresh single-shard tiny K3 checkpoint in $work/$1
+  rm -rf "$work/$1"
+  "$sluice" make-tiny --arch kimi_k3 --out "$work/$1" --shards 1 --seed 3 2>/dev/null
+}
+
+expect_error() {  # name, model dir, substring...
+  local name=$1 dir=$2
+  shift 2
+  local out rc=0
+  out=$("$sluice" run --model "$dir" --prompt-ids 1,2,3 --max-new 2 2>&1 >/dev/null) || rc=$?
+  local ok=1
+  [ "$rc" -eq 1 ] || { echo "FAIL $name: exit code $rc (want 1)"; ok=0; }
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || { echo "FAIL $name: error is not one line: $out"; ok=0; }
+  case "$out" in "sluice: error: "*) ;; *) echo "FAIL $name: not a sluice error: $out"; ok=0 ;; esac
+  for want in "$@"; do
+    case "$out" in *"$want"*) ;; *) echo "FAIL $name: message lacks '$want': $out"; ok=0 ;; esac
+  done
+  if [ $ok -eq 1 ]; then echo "ok   $name: $out"; else failures=$((failures + 1)); fi
+}
+
+# Rewrites the safetensors header of $1 with python: $2 is a python expression over `h` (the dict).
+edit_header() {
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+path, expr = sys.argv[1], sys.argv[2]
+data = open(path, 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+h = json.loads(data[8:8 + n])
+exec(expr)
+text = json.dumps(h).encode()
+text += b' ' * ((8 - len(text) % 8) % 8)
+open(path, 'wb').write(struct.pack('<Q', len(text)) + text + data[8 + n:])
+PY
+}
+
+make_model m1
+size=$(stat -c %s "$work/m1/model.safetensors")
+truncate -s $((size - 1000)) "$work/m1/model.safetensors"
+expect_error "truncated shard" "$work/m1" "model.safetensors"
+
+make_model m2
+printf '\xff\xff\xff\x00\x00\x00\x00\x00' | dd of="$work/m2/model.safetensors" bs=1 count=8 conv=notrunc 2>/dev/null
+expect_error "header length past end of file" "$work/m2" "model.safetensors" "header"
+
+make_model m3
+edit_header "$work/m3/model.safetensors" "k='language_model.lm_head.weight'; h[k]['data_offsets'][1] += 10**9"
+expect_error "tensor offsets outside the file" "$work/m3" "model.safetensors" "language_model.lm_head.weight"
+
+make_model m4
+edit_header "$work/m4/model.safetensors" "h['language_model.lm_head.weight']['dtype'] = 'F16'"
+expect_error "dtype the model cannot use" "$work/m4" "language_model.lm_head.weight" "F16"
+
+make_model m5
+edit_header "$work/m5/model.safetensors" "h['language_model.lm_head.weight']['shape'] = [256, 128]"
+expect_error "shape disagrees with the config" "$work/m5" "language_model.lm_head.weight" "shape"
+
+make_model m6
+edit_header "$work/m6/model.safetensors" "del h['language_model.model.layers.2.self_attn.b_proj.weight']"
+expect_error "missing tensor" "$work/m6" "language_model.model.layers.2.self_attn.b_proj.weight"
+
+make_model m7
+sed -i 's/"hidden_size": 64/"hidden_size": -64/' "$work/m7/config.json"
+expect_error "negative size in config" "$work/m7" "config.json" "hidden_size"
+
+make_model m8
+sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": NaN/' "$work/m8/config.json"
+expect_error "NaN in config" "$work/m8" "config.json"
+
+
+expect_error "missing model directory" "$work/does-not-exist" "does-not-exist"
+
+make_model m9
+out=$("$sluice" run --model "$work/m9" --prompt-ids 1,99999 --max-new 1 2>&1 >/dev/null) && rc=0 || rc=$?
+case "$out" in *"token id 99999"*) echo "ok   token outside vocabulary: $out" ;;
+  *) echo "FAIL token outside vocabulary: rc=$rc $out"; failures=$((failures + 1)) ;; esac
+
+if [ $failures -ne 0 ]; then
+  echo "$failures bad-input case(s) failed"
+  exit 1
+fi
+echo "all bad-input cases gave clear errors"
