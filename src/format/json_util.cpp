@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <set>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -60,6 +60,38 @@ const char* type_word(const json& v) {
   fail(where, ": expected ", expected, ", got ", describe_json(value));
 }
 
+// SAX handler that only tracks the keys of each open object and remembers the first repeated one.
+struct DuplicateKeyFinder : json::json_sax_t {
+  std::vector<std::unordered_set<std::string>> open_objects;
+  std::string duplicate;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_objects.emplace_back();
+    return true;
+  }
+  bool key(string_t& name) override {
+    if (!open_objects.back().insert(name).second) {
+      duplicate = name;
+      return false;  // stop at the first one
+    }
+    return true;
+  }
+  bool end_object() override {
+    open_objects.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
 }  // namespace
 
 std::string describe_json(const json& value) {
@@ -70,28 +102,9 @@ std::string describe_json(const json& value) {
 }
 
 json parse_json_text(std::string_view text, const std::string& where) {
-  // One set of keys per open object; a key seen twice in the same object is refused.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!open_objects.empty() && duplicate.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get<std::string>()).second) {
-          duplicate = parsed.get<std::string>();
-        }
-        break;
-      default: break;
-    }
-    return true;
-  };
   json result;
   try {
-    result = json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/true);
+    result = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
     size_t offset = e.byte > 0 ? e.byte - 1 : 0;
@@ -101,7 +114,11 @@ json parse_json_text(std::string_view text, const std::string& where) {
   } catch (const json::exception& e) {
     fail(where, ": invalid JSON: ", parse_reason(e.what()));
   }
-  if (!duplicate.empty()) fail(where, ": duplicate key \"", duplicate, "\" in a JSON object");
+  // A second, event-only pass for duplicate keys. (nlohmann's parser callback could do it in one
+  // pass, but it rescans the parent at the end of every object: quadratic in the tensor count.)
+  DuplicateKeyFinder finder;
+  json::sax_parse(text.begin(), text.end(), &finder);
+  if (!finder.duplicate.empty()) fail(where, ": duplicate key \"", finder.duplicate, "\" in a JSON object");
   return result;
 }
 
