@@ -1,0 +1,46 @@
+// Id -> bytes table and the added/special token registry shared by both tokenizer formats, plus
+// the file reader they use.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace sluice::tokenizer {
+
+// Reads a whole file; throws sluice::Error naming the path when it cannot.
+std::string read_whole_file(const std::string& path);
+
+class TokenTable {
+ public:
+  // Ordinary tokens with contiguous ids 0..N-1.
+  void set_ordinary(std::vector<std::string> tokens);
+  // Ordinary tokens with arbitrary ids (missing ids stay unused).
+  void set_ordinary_sparse(std::vector<std::pair<int32_t, std::string>> tokens);
+  // Registers the specials (ids may overlap ordinary ids: the special spelling wins for decode).
+  // Rejects duplicate ids or spellings, empty spellings and, when asked, spellings that are a
+  // prefix of another one (K3 requires prefix-unambiguous specials).
+  void build(std::vector<SpecialToken> specials, int32_t n_ordinary, const std::string& name,
+             bool require_prefix_free = true);
+
+  std::string decode(std::span<const int32_t> ids) const;
+  std::string_view bytes(int32_t id) const;
+  std::optional<int32_t> special_id(std::string_view spelling) const;
+  const std::vector<SpecialToken>& specials() const { return specials_; }
+  int32_t vocab_size() const { return int32_t(offsets_.size()) - 1; }
+
+ private:
+  std::string blob_;
+  std::vector<uint32_t> offsets_{0};  // id i's bytes are blob_[offsets_[i], offsets_[i+1])
+  std::vector<uint8_t> used_;
+  std::vector<SpecialToken> specials_;
+  std::unordered_map<std::string, int32_t> special_by_spelling_;
+  std::vector<std::pair<int32_t, std::string>> ordinary_;
+};
+
+}  // namespace sluice::tokenizer
