@@ -182,6 +182,8 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* header, size_t
                              cat(what, " (header JSON, file offset 8)"));
   if (!doc.is_object()) fail(what, ": header: expected a JSON object, got ", describe_json(doc));
   uint64_t data_start = 8 + uint64_t(header_len);
+  if (data_size > std::numeric_limits<uint64_t>::max() - data_start)
+    fail(what, ": data region of ", data_size, " bytes does not fit in a 64-bit file");
 
   std::vector<TensorInfo> tensors;
   tensors.reserve(doc.size());

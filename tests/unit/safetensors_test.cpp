@@ -179,6 +179,10 @@ TEST(Safetensors, ParseHeaderDirectly) {
   EXPECT_EQ(tensors[0].file, "mem");
   EXPECT_EQ(tensors[0].data, nullptr);
   EXPECT_EQ(meta.at("k"), "v");
+  std::string msg = error_of([&] {
+    parse_safetensors_header(reinterpret_cast<const std::byte*>(header.data()), header.size(), ~uint64_t(0), "mem");
+  });
+  EXPECT_NE(msg.find("mem: data region"), std::string::npos) << msg;
 }
 
 // --- bad files -----------------------------------------------------------------------------
