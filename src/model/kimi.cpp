@@ -16,7 +16,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir) {
   m->config_ = format::load_kimi_config(dir);
   m->tensors_ = format::TensorSet::open_dir(dir);
   m->weights_ = load_kimi_weights(m->config_, m->tensors_);
-  m->resident_ = std::make_unique<ResidentExperts>(m->config_, m->tensors_);
+  m->resident_ = std::make_unique<store::ResidentExperts>(m->config_, m->tensors_);
   m->experts_ = m->resident_.get();
   return m;
 }

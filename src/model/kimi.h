@@ -14,6 +14,7 @@
 #include "model/kimi_weights.h"
 #include "model/layers.h"
 #include "model/state.h"
+#include "store/resident_experts.h"
 
 namespace sluice::model {
 
@@ -56,7 +57,7 @@ class KimiModel {
   format::KimiConfig config_;
   format::TensorSet tensors_;
   KimiWeights weights_;
-  std::unique_ptr<ResidentExperts> resident_;
+  std::unique_ptr<store::ResidentExperts> resident_;
   ExpertProvider* experts_ = nullptr;
   ModelCounters counters_;
 

@@ -81,38 +81,7 @@ std::vector<float> vec(const format::TensorSet& ts, const std::string& name, int
   return to_floats(ts, t);
 }
 
-Weight mxfp4(const format::TensorSet& ts, const std::string& base, int64_t rows, int64_t cols) {
-  const TensorInfo& p = need(ts, base + ".weight_packed");
-  const TensorInfo& s = need(ts, base + ".weight_scale");
-  if (p.dtype != DType::U8 || p.shape != std::vector<int64_t>{rows, cols / 2})
-    fail(ts.dir(), ": tensor ", p.name, " is ", dtype_name(p.dtype), " ", shape_str(p.shape), ", expected U8 [", rows,
-         ", ", cols / 2, "]");
-  if (s.dtype != DType::U8 || s.shape != std::vector<int64_t>{rows, cols / 32})
-    fail(ts.dir(), ": tensor ", s.name, " is ", dtype_name(s.dtype), " ", shape_str(s.shape), ", expected U8 [", rows,
-         ", ", cols / 32, "]");
-  const auto* sb = reinterpret_cast<const uint8_t*>(s.data);
-  for (size_t i = 0; i < s.nbytes; ++i)
-    if (!mxfp4_scale_valid(sb[i]))
-      fail(ts.dir(), ": tensor ", s.name, " has E8M0 scale byte ", int(sb[i]), " at element ", i,
-           " (0 and 255 never occur in valid MXFP4 checkpoints)");
-  Weight w;
-  w.type = kernels::WeightType::MXFP4;
-  w.rows = rows;
-  w.cols = cols;
-  w.data = p.data;
-  w.scales = sb;
-  return w;
-}
-
 }  // namespace
-
-std::string expert_tensor_base(const KimiConfig& c, int layer, int expert, int which) {
-  return cat(layer_prefix(c, layer), "block_sparse_moe.experts.", expert, ".w", which);
-}
-
-std::string expert_tensor_name(const KimiConfig& c, int layer, int expert, int which, const char* part) {
-  return cat(expert_tensor_base(c, layer, expert, which), ".", part);
-}
 
 std::vector<TensorSpec> kimi_roster(const KimiConfig& c) {
   std::vector<TensorSpec> out;
@@ -192,10 +161,10 @@ std::vector<TensorSpec> kimi_roster(const KimiConfig& c) {
         for (int which : {1, 2, 3}) {
           int64_t rows = which == 2 ? R : I, cols = which == 2 ? I : R;
           if (c.experts_mxfp4) {
-            add(expert_tensor_name(c, int(l), e, which, "weight_packed"), DType::U8, {rows, cols / 2}, Init::Packed);
-            add(expert_tensor_name(c, int(l), e, which, "weight_scale"), DType::U8, {rows, cols / 32}, Init::Scale);
+            add(format::expert_tensor_name(c, int(l), e, which, "weight_packed"), DType::U8, {rows, cols / 2}, Init::Packed);
+            add(format::expert_tensor_name(c, int(l), e, which, "weight_scale"), DType::U8, {rows, cols / 32}, Init::Scale);
           } else {
-            add(expert_tensor_name(c, int(l), e, which, "weight"), DType::BF16, {rows, cols}, Init::Normal);
+            add(format::expert_tensor_name(c, int(l), e, which, "weight"), DType::BF16, {rows, cols}, Init::Normal);
           }
         }
       }
@@ -285,9 +254,11 @@ KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts) 
       m.o = matrix(ts, A + "o_proj.weight", H, nh * c.v_head_dim);
     }
     if (lw.mlp_kind == MlpKind::Dense) {
-      lw.dense.gate = matrix(ts, L + "mlp.gate_proj.weight", c.intermediate_size, H);
-      lw.dense.up = matrix(ts, L + "mlp.up_proj.weight", c.intermediate_size, H);
-      lw.dense.down = matrix(ts, L + "mlp.down_proj.weight", H, c.intermediate_size);
+      // transformers 5 saves the dense MLP under block_sparse_moe. too (it renames every .mlp.).
+      std::string D = ts.find(L + "mlp.gate_proj.weight") ? L + "mlp." : L + "block_sparse_moe.";
+      lw.dense.gate = matrix(ts, D + "gate_proj.weight", c.intermediate_size, H);
+      lw.dense.up = matrix(ts, D + "up_proj.weight", c.intermediate_size, H);
+      lw.dense.down = matrix(ts, D + "down_proj.weight", H, c.intermediate_size);
     } else {
       MoeWeights& m = lw.moe;
       std::string M = L + "block_sparse_moe.";
@@ -310,37 +281,6 @@ KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts) 
     w.layers.push_back(std::move(lw));
   }
   return w;
-}
-
-ResidentExperts::ResidentExperts(const KimiConfig& c, const format::TensorSet& ts) : num_experts_(c.num_experts) {
-  by_layer_.resize(size_t(c.num_layers));
-  const int64_t R = c.expert_input_size(), I = c.moe_intermediate_size;
-  for (int l = 0; l < int(c.num_layers); ++l) {
-    if (c.mlp[size_t(l)] != MlpKind::MoE) continue;
-    auto& experts = by_layer_[size_t(l)];
-    for (int e = 0; e < int(c.num_experts); ++e) {
-      ExpertWeights ew;
-      if (c.experts_mxfp4) {
-        ew.gate = mxfp4(ts, expert_tensor_base(c, l, e, 1), I, R);
-        ew.down = mxfp4(ts, expert_tensor_base(c, l, e, 2), R, I);
-        ew.up = mxfp4(ts, expert_tensor_base(c, l, e, 3), I, R);
-      } else {
-        ew.gate = matrix(ts, expert_tensor_name(c, l, e, 1, "weight"), I, R);
-        ew.down = matrix(ts, expert_tensor_name(c, l, e, 2, "weight"), R, I);
-        ew.up = matrix(ts, expert_tensor_name(c, l, e, 3, "weight"), I, R);
-      }
-      experts.push_back(ew);
-    }
-  }
-}
-
-void ResidentExperts::request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
-  const auto& all = by_layer_.at(size_t(layer));
-  for (size_t i = 0; i < experts.size(); ++i) {
-    int32_t e = experts[i];
-    if (e < 0 || e >= num_experts_ || all.empty()) fail("expert ", e, " of layer ", layer, " does not exist");
-    out[i] = all[size_t(e)];
-  }
 }
 
 }  // namespace sluice::model

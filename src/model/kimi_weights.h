@@ -11,7 +11,6 @@
 #include "format/kimi_config.h"
 #include "format/safetensors.h"
 #include "kernels/cpu/kernels.h"
-#include "model/expert_provider.h"
 
 namespace sluice::model {
 
@@ -72,21 +71,5 @@ struct KimiWeights {
 // Checks every roster tensor (present, dtype, shape, MXFP4 scale bytes in 1..254) and builds
 // views into the mapped checkpoint. Throws naming the directory and tensor.
 KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts);
-
-// Expert weights resident in the mapped checkpoint.
-class ResidentExperts : public ExpertProvider {
- public:
-  ResidentExperts(const KimiConfig& c, const format::TensorSet& ts);
-  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) override;
-  void release(int) override {}
-
- private:
-  int64_t num_experts_;
-  std::vector<std::vector<ExpertWeights>> by_layer_;  // empty for dense layers
-};
-
-// "…block_sparse_moe.experts.{expert}.w{which}" (which: 1 gate, 2 down, 3 up) and with a part suffix.
-std::string expert_tensor_base(const KimiConfig& c, int layer, int expert, int which);
-std::string expert_tensor_name(const KimiConfig& c, int layer, int expert, int which, const char* part);
 
 }  // namespace sluice::model

@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "model/expert_provider.h"
+#include "store/expert_provider.h"
 #include "model/kimi_weights.h"
 #include "model/state.h"
 
 namespace sluice::model {
+
+using store::ExpertProvider;
+using store::ExpertWeights;
 
 struct KdaScratch {
   FloatBuffer qh, kh, vh, qc, kc, vc, fa, g, beta, gate, ga, o;

@@ -102,36 +102,42 @@ void moe_forward(const KimiConfig& c, const MoeWeights& w, ExpertProvider& exper
   s.uni.assign(s.route.begin(), s.route.end());
   std::sort(s.uni.begin(), s.uni.end());
   s.uni.erase(std::unique(s.uni.begin(), s.uni.end()), s.uni.end());
-  s.views.resize(s.uni.size());
-  experts.request(layer, s.uni, s.views);
   if (counters) {
     counters->expert_requests += int64_t(s.uni.size());
     counters->routed_slots += T * k;
   }
 
+  // Experts are asked for in groups the provider can hold at once; every expert of the union is
+  // requested exactly once per pass and run over all rows routed to it.
   float* yexp = s.expert_out.resize(size_t(T * k * R));
   std::vector<int64_t>& members = s.members;
-  for (size_t u = 0; u < s.uni.size(); ++u) {
-    members.clear();
-    for (int64_t m = 0; m < T * k; ++m)
-      if (s.route[size_t(m)] == s.uni[u]) members.push_back(m);
-    const int64_t n = int64_t(members.size());
-    float* G = s.gathered.resize(size_t(n * R));
-    for (int64_t i = 0; i < n; ++i) {
-      const float* src = z + (members[size_t(i)] / k) * R;
-      std::copy(src, src + R, G + i * R);
+  const size_t group = std::max<size_t>(1, experts.max_batch());
+  for (size_t g0 = 0; g0 < s.uni.size(); g0 += group) {
+    const size_t gn = std::min(group, s.uni.size() - g0);
+    s.views.resize(gn);
+    experts.request(layer, std::span<const int32_t>(s.uni.data() + g0, gn), s.views);
+    for (size_t u = 0; u < gn; ++u) {
+      members.clear();
+      for (int64_t m = 0; m < T * k; ++m)
+        if (s.route[size_t(m)] == s.uni[g0 + u]) members.push_back(m);
+      const int64_t n = int64_t(members.size());
+      float* G = s.gathered.resize(size_t(n * R));
+      for (int64_t i = 0; i < n; ++i) {
+        const float* src = z + (members[size_t(i)] / k) * R;
+        std::copy(src, src + R, G + i * R);
+      }
+      float* h1 = s.h1.resize(size_t(n * I));
+      float* h3 = s.h3.resize(size_t(n * I));
+      const ExpertWeights& ew = s.views[u];
+      kernels::linear(ew.gate, G, n, h1);
+      kernels::linear(ew.up, G, n, h3);
+      gated_activation(c, h1, h3, n * I, h1);
+      float* y = s.y.resize(size_t(n * R));
+      kernels::linear(ew.down, h1, n, y);
+      for (int64_t i = 0; i < n; ++i) std::copy(y + i * R, y + (i + 1) * R, yexp + members[size_t(i)] * R);
     }
-    float* h1 = s.h1.resize(size_t(n * I));
-    float* h3 = s.h3.resize(size_t(n * I));
-    const ExpertWeights& ew = s.views[u];
-    kernels::linear(ew.gate, G, n, h1);
-    kernels::linear(ew.up, G, n, h3);
-    gated_activation(c, h1, h3, n * I, h1);
-    float* y = s.y.resize(size_t(n * R));
-    kernels::linear(ew.down, h1, n, y);
-    for (int64_t i = 0; i < n; ++i) std::copy(y + i * R, y + (i + 1) * R, yexp + members[size_t(i)] * R);
+    experts.release(layer);
   }
-  experts.release(layer);
 
   // Per row, in route order.
   float* routed = s.routed.resize(size_t(T * R));

@@ -1,14 +1,15 @@
 // The one narrow door through which the model reaches routed experts. The model asks for the
 // experts one layer needs for a pass (the union over all rows of the pass) and gets weight views
-// back; the resident implementation below points into the checkpoint, the streaming store
-// (src/store) will read them from drives. Nothing about files or caches crosses this interface.
+// back; ResidentExperts points into the checkpoint, StreamingExperts reads them from drives
+// through a RAM cache. Nothing about files, drives or caches crosses this interface.
 #pragma once
 #include <cstdint>
+#include <cstddef>
 #include <span>
 
 #include "kernels/cpu/kernels.h"
 
-namespace sluice::model {
+namespace sluice::store {
 
 struct ExpertWeights {
   kernels::Weight gate;  // w1 [moe_intermediate, expert_input]
@@ -24,6 +25,14 @@ class ExpertProvider {
   virtual void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) = 0;
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
+  // A hint: these experts of `layer` will probably be requested soon (next-layer prediction).
+  // Never changes what request() returns.
+  virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/) {}
+  // Whether prefetch() does anything (the model skips computing predictions otherwise).
+  virtual bool wants_prefetch() const { return false; }
+  // The most experts one request() may name (a RAM budget); the model splits a pass's union
+  // into groups of this size, so each expert is still read once per pass.
+  virtual size_t max_batch() const { return SIZE_MAX; }
 };
 
-}  // namespace sluice::model
+}  // namespace sluice::store
