@@ -104,6 +104,16 @@ size_t utf8_valid_prefix(std::string_view text, size_t pos) {
 
 bool utf8_is_valid(std::string_view text) { return utf8_valid_prefix(text, 0) == text.size(); }
 
+size_t utf8_incomplete_tail(std::string_view text) {
+  for (size_t k = 1; k <= 3 && k <= text.size(); ++k) {
+    size_t pos = text.size() - k;
+    if ((static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) continue;  // continuation byte
+    Subpart p = maximal_subpart(text, pos);
+    return p.length == k && !p.complete ? k : 0;
+  }
+  return 0;
+}
+
 std::string utf8_replace_invalid(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

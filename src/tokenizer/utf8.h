@@ -24,6 +24,9 @@ bool utf8_is_valid(std::string_view text);
 // Length of the longest prefix of text[pos..] that is valid UTF-8 (stops before the first bad byte).
 size_t utf8_valid_prefix(std::string_view text, size_t pos);
 
+// Number of trailing bytes (0..3) that are a valid but incomplete start of a sequence.
+size_t utf8_incomplete_tail(std::string_view text);
+
 // Lossy conversion: each maximal ill-formed subpart becomes U+FFFD (the W3C/Python "replace" rule).
 std::string utf8_replace_invalid(std::string_view bytes);
 
