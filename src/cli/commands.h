@@ -11,6 +11,7 @@ using Action = std::function<int()>;
 // Each returns the action to run if its subcommand is selected.
 Action register_run(CLI::App& app);
 Action register_make_tiny(CLI::App& app);
+Action register_prepare(CLI::App& app);
 // Weak until the tokenizer front end lands in the same build.
 __attribute__((weak)) Action register_tokenize(CLI::App& app);
 __attribute__((weak)) Action register_detokenize(CLI::App& app);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   };
   add(sluice::cli::register_run);
   add(sluice::cli::register_make_tiny);
+  add(sluice::cli::register_prepare);
   if (sluice::cli::register_tokenize) add(sluice::cli::register_tokenize);
   if (sluice::cli::register_detokenize) add(sluice::cli::register_detokenize);
   try {

@@ -1,5 +1,7 @@
 // `sluice run`: load a model and generate greedily from prompt token ids (or text, with the
 // model's tokenizer). --json prints exactly one JSON object on stdout (a stable contract).
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -9,7 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
-#include "model/kimi.h"
+#include "runtime/engine.h"
 #include "runtime/generate.h"
 
 namespace sluice::cli {
@@ -37,28 +39,89 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 }
 
 struct RunArgs {
-  std::string model_dir, prompt_ids;
+  runtime::EngineOptions engine;
+  std::string prompt_ids, events;
   int64_t max_new = 32, prefill_chunk = 512;
-  bool stats = false, json = false, no_eos = false;
+  bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
+};
+
+// JSON-lines event log (--events): run_start, prefill_done, decode_step per token, run_end.
+class EventLog {
+ public:
+  explicit EventLog(const std::string& path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) fail("--events ", path, ": cannot create");
+  }
+  ~EventLog() {
+    if (f_) std::fclose(f_);
+  }
+  void emit(const nlohmann::json& j) {
+    if (!f_) return;
+    std::fprintf(f_, "%s\n", j.dump().c_str());
+    std::fflush(f_);
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
 };
 
 int run(const RunArgs& a) {
   if (!a.isa.empty()) kernels::set_active_isa(a.isa);
   std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
-  auto model = model::KimiModel::load(a.model_dir);
+  runtime::EngineOptions eo = a.engine;
+  eo.prefetch = !a.no_prefetch;
+  eo.verify_reads = !a.no_verify;
+  auto engine = runtime::Engine::load(eo);
+  auto* model = &engine->model();
   auto state = model->new_state();
+  EventLog events(a.events);
+  using clock = std::chrono::steady_clock;
+  auto t_start = clock::now();
+  auto last = t_start;
+  events.emit({{"event", "run_start"},
+               {"model", eo.model_dir},
+               {"prompt_ids", prompt},
+               {"max_new", a.max_new},
+               {"experts", engine->streaming() ? "stream" : "resident"},
+               {"cache_gb", eo.cache_gb},
+               {"prefetch", eo.prefetch},
+               {"eos_token_id", model->config().eos_token_id}});
+  int64_t step = 0;
+  uint64_t bytes_before = 0;
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;
   opt.stop_at_eos = !a.no_eos;
   auto on_token = [&](int32_t id) {
+    auto now = clock::now();
+    uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
+    double ms = std::chrono::duration<double, std::milli>(now - last).count();
+    events.emit({{"event", step == 0 ? "prefill_done" : "decode_step"},
+                 {"duration_ms", ms},
+                 {"emitted", {id}},
+                 {"proposed", 0},
+                 {"accepted", 0},
+                 {"expert_bytes_read", bytes - bytes_before}});
+    bytes_before = bytes;
+    last = now;
+    ++step;
     if (!a.json) {
       std::printf("%d ", id);
       std::fflush(stdout);
     }
   };
   runtime::GenerateResult r = runtime::generate_greedy(*model, state, prompt, opt, on_token);
+  events.emit({{"event", "run_end"},
+               {"status", "ok"},
+               {"stop_reason", r.stop_reason},
+               {"prompt_ids", prompt},
+               {"completion_ids", r.generated},
+               {"prefill_ms", r.prefill_ms},
+               {"decode_ms", r.decode_ms},
+               {"wall_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
+               {"stats", engine->stats_json()}});
   if (a.json) {
     nlohmann::json j = {{"prompt_ids", prompt},
                         {"generated_ids", r.generated},
@@ -70,15 +133,11 @@ int run(const RunArgs& a) {
     std::printf("\n");
   }
   if (a.stats) {
-    const auto& c = model->counters();
     double decode_tokens = double(r.generated.size() > 0 ? r.generated.size() - 1 : 0);
-    std::fprintf(stderr,
-                 "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) "
-                 "passes=%lld expert_requests=%lld routed_slots=%lld isa=%s stop=%s\n",
+    std::fprintf(stderr, "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s\n",
                  prompt.size(), r.generated.size(), r.prefill_ms, prompt.size() * 1000.0 / std::max(r.prefill_ms, 1e-9),
-                 r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), (long long)c.passes,
-                 (long long)c.moe.expert_requests, (long long)c.moe.routed_slots, kernels::active_isa().name,
-                 r.stop_reason.c_str());
+                 r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), r.stop_reason.c_str());
+    std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());
   }
   return 0;
 }
@@ -88,7 +147,7 @@ int run(const RunArgs& a) {
 Action register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate greedily from a prompt with a Kimi K3 or Kimi-Linear checkpoint");
-  sub->add_option("--model", a->model_dir, "Model directory (config.json + safetensors)")->required();
+  sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3")->required();
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt positions per prefill pass")->default_val(512)->check(CLI::PositiveNumber);
@@ -97,6 +156,15 @@ Action register_run(CLI::App& app) {
                 "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
   sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)");
+  sub->add_option("--experts", a->engine.experts,
+                  "Where routed experts come from: auto (stream from the homes if `sluice prepare` ran), stream, resident")
+      ->default_val("auto");
+  sub->add_option("--cache-gb", a->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")->default_val(1.0);
+  sub->add_flag("--no-prefetch", a->no_prefetch, "Do not predict and pre-read the next layer's experts");
+  sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
+  sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
+  sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
+  sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");
   return [a] { return run(*a); };
 }
 

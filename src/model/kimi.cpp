@@ -2,6 +2,7 @@
 // (KDA or MLA) and MLP (dense or MoE), final norm and lm_head; plus commit_prefix for verify.
 #include "model/kimi.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -11,13 +12,15 @@ namespace sluice::model {
 using format::AttnKind;
 using format::MlpKind;
 
-std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir) {
+std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir, bool resident_experts) {
   std::unique_ptr<KimiModel> m(new KimiModel());
   m->config_ = format::load_kimi_config(dir);
   m->tensors_ = format::TensorSet::open_dir(dir);
   m->weights_ = load_kimi_weights(m->config_, m->tensors_);
-  m->resident_ = std::make_unique<store::ResidentExperts>(m->config_, m->tensors_);
-  m->experts_ = m->resident_.get();
+  if (resident_experts) {
+    m->resident_ = std::make_unique<store::ResidentExperts>(m->config_, m->tensors_);
+    m->experts_ = m->resident_.get();
+  }
   return m;
 }
 
@@ -42,6 +45,7 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
   const KimiConfig& c = config_;
   const int64_t T = int64_t(tokens.size()), H = c.hidden_size;
   if (T == 0) fail("forward pass with no tokens");
+  if (!experts_ && c.num_experts > 0) fail("no expert source: load with resident experts or set a provider");
   const int64_t base = st.length_;
   st.reserve(base + T);
   if (opt.record) {
@@ -108,6 +112,8 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
       m_in = h;
     }
     for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(m_in + t * H, lw.post_norm.data(), H, c.rms_norm_eps, normed + t * H);
+    if (experts_ && experts_->wants_prefetch() && l + 1 < c.num_layers && c.mlp[size_t(l + 1)] == MlpKind::MoE)
+      predict_next_layer(int(l + 1), m_in, T);
     if (lw.mlp_kind == MlpKind::Dense) {
       mlp_forward(c, lw.dense, normed, T, mlp_scratch_, mlp_out);
     } else {
@@ -141,6 +147,30 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
   st.record.valid = opt.record;
   counters_.passes += 1;
   counters_.rows += T;
+}
+
+void KimiModel::predict_next_layer(int next, const float* m_in, int64_t T) {
+  // Layer next's own norm and router applied to this layer's MLP input: a guess at its routes,
+  // used only to start reads early; the real router decides at layer next.
+  const KimiConfig& c = config_;
+  const int64_t H = c.hidden_size, k = c.experts_per_token;
+  const LayerWeights& nw = weights_.layers[size_t(next)];
+  float* pn = predict_in_.resize(size_t(T * H));
+  for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(m_in + t * H, nw.post_norm.data(), H, c.rms_norm_eps, pn + t * H);
+  moe_route(c, nw.moe, pn, T, predict_scratch_);
+  // Experts chosen by the most rows first, capped at what the provider can hold at once.
+  std::vector<int32_t> votes(size_t(c.num_experts), 0);
+  for (int64_t i = 0; i < T * k; ++i) votes[size_t(predict_scratch_.route[size_t(i)])] += 1;
+  std::vector<int32_t> chosen;
+  for (int32_t e = 0; e < int32_t(c.num_experts); ++e)
+    if (votes[size_t(e)]) chosen.push_back(e);
+  size_t cap = experts_->max_batch();
+  if (chosen.size() > cap) {
+    std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) { return votes[size_t(a)] > votes[size_t(b)]; });
+    chosen.resize(cap);
+    std::sort(chosen.begin(), chosen.end());
+  }
+  experts_->prefetch(next, chosen);
 }
 
 void KimiModel::commit_prefix(SequenceState& st, int64_t n) const {

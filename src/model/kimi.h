@@ -32,7 +32,9 @@ struct ModelCounters {
 class KimiModel {
  public:
   // Loads config.json and the safetensors checkpoint in `dir`, validating every tensor.
-  static std::unique_ptr<KimiModel> load(const std::string& dir);
+  // With resident_experts = false the checkpoint's expert tensors are not touched and an expert
+  // provider must be set before the first forward pass (the streaming store).
+  static std::unique_ptr<KimiModel> load(const std::string& dir, bool resident_experts = true);
 
   const format::KimiConfig& config() const { return config_; }
   SequenceState new_state() const { return SequenceState(config_); }
@@ -53,6 +55,7 @@ class KimiModel {
  private:
   KimiModel() = default;
   void embed(std::span<const int32_t> tokens, float* h) const;
+  void predict_next_layer(int next, const float* m_in, int64_t T);
 
   format::KimiConfig config_;
   format::TensorSet tensors_;
@@ -66,6 +69,8 @@ class KimiModel {
   MlaScratch mla_scratch_;
   MlpScratch mlp_scratch_;
   MoeScratch moe_scratch_;
+  MoeScratch predict_scratch_;
+  FloatBuffer predict_in_;
   FloatBuffer h_, prefix_, attn_in_, normed_, attn_out_, mlp_in_, mlp_out_, final_;
   std::vector<FloatBuffer> anchors_;
 };

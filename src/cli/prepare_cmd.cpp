@@ -1,0 +1,53 @@
+// `sluice prepare`: pack a model's routed experts onto one or more homes and write its manifest.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "store/prepare.h"
+
+namespace sluice::cli {
+
+Action register_prepare(CLI::App& app) {
+  struct Args {
+    std::string model_dir, heat;
+    std::vector<std::string> homes;
+    double replicate_hot = 0;
+    int full_copy = -1;
+    bool no_measure = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "prepare",
+      "Pack the routed experts onto homes (one directory per drive) for streaming, and write the manifest.\n"
+      "Each layer's experts are spread evenly over the homes; --full-copy and --replicate-hot add replicas.\n"
+      "Resumable: run it again after an interruption.");
+  sub->add_option("--model", a->model_dir, "Model directory (config.json + safetensors)")->required();
+  sub->add_option("--home", a->homes, "PATH[:CAPACITY] of a home, e.g. /mnt/nvme1/sluice:900G (repeat per drive)")
+      ->required();
+  sub->add_option("--full-copy", a->full_copy, "Index (0-based, in --home order) of a home that gets every expert");
+  sub->add_option("--replicate-hot", a->replicate_hot, "Fraction of experts, hottest first, to place on a second home")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--heat", a->heat, "Usage counts to rank experts (default: the model's sluice-heat.json)");
+  sub->add_flag("--no-measure", a->no_measure, "Skip measuring each home's read bandwidth");
+  return [a] {
+    store::PrepareOptions opt;
+    for (const auto& h : a->homes) opt.homes.push_back(store::parse_home_spec(h));
+    opt.full_copy_home = a->full_copy;
+    opt.replicate_hot = a->replicate_hot;
+    opt.heat_file = a->heat;
+    opt.measure = !a->no_measure;
+    opt.progress = [](uint64_t done, uint64_t total, const std::string& what) {
+      std::fprintf(stderr, "\rprepare: %5.1f%%  %8.1f / %8.1f MB  %-40s", total ? 100.0 * done / total : 100.0,
+                   done / 1e6, total / 1e6, what.c_str());
+      if (done >= total) std::fprintf(stderr, "\n");
+    };
+    store::Manifest m = store::prepare_experts(a->model_dir, opt);
+    for (size_t h = 0; h < m.homes.size(); ++h)
+      std::fprintf(stderr, "prepare: home %zu %s holds %.1f MB, reads at %.0f MB/s\n", h, m.homes[h].path.c_str(),
+                   m.bytes_on_home(int(h)) / 1e6, m.homes[h].read_bytes_per_s / 1e6);
+    std::fprintf(stderr, "prepare: manifest written to %s\n", store::manifest_path(a->model_dir).c_str());
+    return 0;
+  };
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,112 @@
+// Engine loading (resident or streamed experts) and its statistics.
+#include "runtime/engine.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "store/heat.h"
+
+namespace sluice::runtime {
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
+  auto e = std::make_unique<Engine>();
+  const std::string manifest = store::manifest_path(opt.model_dir);
+  bool stream = opt.experts == "stream" || (opt.experts == "auto" && std::filesystem::exists(manifest));
+  if (opt.experts != "auto" && opt.experts != "stream" && opt.experts != "resident")
+    fail("--experts must be auto, stream or resident (got '", opt.experts, "')");
+  if (opt.experts == "stream" && !std::filesystem::exists(manifest))
+    fail(opt.model_dir, ": no expert manifest (", manifest, "); run `sluice prepare --model ", opt.model_dir,
+         " --home PATH` first");
+  e->model_ = model::KimiModel::load(opt.model_dir, /*resident_experts=*/!stream);
+  if (stream) {
+    std::ifstream in(opt.model_dir + "/config.json", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto& c = e->model_->config();
+    store::ExpertLayout layout = store::ExpertLayout::from_config(c);
+    store::Manifest m = store::read_manifest(manifest, c, store::model_identity(ss.str(), layout));
+    store::StreamOptions so;
+    if (!(opt.cache_gb > 0)) fail("--cache-gb must be positive");
+    so.cache_bytes = uint64_t(opt.cache_gb * 1e9);
+    so.prefetch = opt.prefetch;
+    so.reader.engine = opt.reader;
+    so.reader.verify = opt.verify_reads;
+    so.reader.queue_depth = opt.queue_depth;
+    so.heat_file = store::heat_path(opt.model_dir);
+    e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
+    e->model_->set_expert_provider(e->store_.get());
+  }
+  return e;
+}
+
+Engine::~Engine() {
+  if (store_) {
+    try {
+      store_->save_heat();
+    } catch (const std::exception&) {
+      // Heat is an optimisation; failing to save it must not turn a good run into an error.
+    }
+  }
+}
+
+nlohmann::json Engine::stats_json() const {
+  const auto& mc = model_->counters();
+  nlohmann::json j = {{"passes", mc.passes}, {"rows", mc.rows}, {"expert_requests", mc.moe.expert_requests},
+                      {"routed_slots", mc.moe.routed_slots}};
+  if (store_) {
+    const auto& s = store_->counters();
+    nlohmann::json homes = nlohmann::json::array();
+    auto hs = store_->home_stats();
+    for (size_t h = 0; h < hs.size(); ++h)
+      homes.push_back({{"path", store_->manifest().homes[h].path},
+                       {"reads", hs[h].reads},
+                       {"bytes", hs[h].bytes},
+                       {"errors", hs[h].errors},
+                       {"mean_ms", hs[h].mean_ms()},
+                       {"p99_ms", hs[h].p99_ms()}});
+    j["store"] = {{"requests", s.requests},
+                  {"hits", s.hits},
+                  {"misses", s.misses},
+                  {"hit_rate", s.requests ? double(s.hits) / double(s.requests) : 0.0},
+                  {"prefetch_issued", s.prefetch_issued},
+                  {"prefetch_used", s.prefetch_used},
+                  {"prefetch_recall", s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0},
+                  {"bytes_read", s.bytes_read},
+                  {"cache_slots", store_->slots()},
+                  {"reader", store_->reader_engine()},
+                  {"homes", homes}};
+  }
+  return j;
+}
+
+std::string Engine::stats_text(int64_t generated_tokens) const {
+  std::ostringstream o;
+  const auto& mc = model_->counters();
+  o << "[stats] passes=" << mc.passes << " rows=" << mc.rows << " expert_requests=" << mc.moe.expert_requests
+    << " kernels=" << kernels::active_isa().name << "\n";
+  if (store_) {
+    const auto& s = store_->counters();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "[store] reader=%s slots=%zu hit_rate=%.3f (%llu/%llu) bytes_read=%.1f MB (%.2f MB/token) "
+                  "prefetch issued=%llu used=%llu recall=%.3f\n",
+                  store_->reader_engine(), store_->slots(), s.requests ? double(s.hits) / double(s.requests) : 0.0,
+                  (unsigned long long)s.hits, (unsigned long long)s.requests, s.bytes_read / 1e6,
+                  generated_tokens ? s.bytes_read / 1e6 / double(generated_tokens) : 0.0,
+                  (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
+                  s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
+    o << line;
+    auto hs = store_->home_stats();
+    for (size_t h = 0; h < hs.size(); ++h) {
+      std::snprintf(line, sizeof line, "[home %zu] %s reads=%llu bytes=%.1f MB errors=%llu mean=%.2f ms p99=%.2f ms\n", h,
+                    store_->manifest().homes[h].path.c_str(), (unsigned long long)hs[h].reads, hs[h].bytes / 1e6,
+                    (unsigned long long)hs[h].errors, hs[h].mean_ms(), hs[h].p99_ms());
+      o << line;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace sluice::runtime

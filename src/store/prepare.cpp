@@ -1,0 +1,306 @@
+// Expert placement, packing, home markers and bandwidth measurement.
+#include "store/prepare.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "format/json_util.h"
+#include "format/safetensors.h"
+#include "store/resident_experts.h"
+
+namespace sluice::store {
+namespace fs = std::filesystem;
+
+Home parse_home_spec(const std::string& spec) {
+  Home h;
+  size_t colon = spec.rfind(':');
+  h.path = spec;
+  if (colon != std::string::npos && colon + 1 < spec.size() && std::isdigit((unsigned char)spec[colon + 1])) {
+    h.path = spec.substr(0, colon);
+    std::string cap = spec.substr(colon + 1);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(cap, &used);
+    } catch (const std::exception&) {
+      fail("--home ", spec, ": capacity '", cap, "' is not a number");
+    }
+    double mult = 1;
+    std::string unit = cap.substr(used);
+    if (unit == "K" || unit == "k") mult = 1e3;
+    else if (unit == "M") mult = 1e6;
+    else if (unit == "G") mult = 1e9;
+    else if (unit == "T") mult = 1e12;
+    else if (!unit.empty()) fail("--home ", spec, ": capacity unit '", unit, "' is not K, M, G or T");
+    if (!(v > 0)) fail("--home ", spec, ": capacity must be positive");
+    h.capacity_bytes = uint64_t(v * mult);
+  }
+  if (h.path.empty()) fail("--home: empty path");
+  h.path = fs::absolute(h.path).lexically_normal().string();
+  return h;
+}
+
+std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfig& c, uint64_t slot_bytes,
+                                                         const PrepareOptions& opt, const Heat* heat) {
+  const int H = int(opt.homes.size());
+  if (H == 0) fail("prepare: give at least one --home");
+  std::vector<uint64_t> free(static_cast<size_t>(H));
+  for (int h = 0; h < H; ++h)
+    free[size_t(h)] = opt.homes[size_t(h)].capacity_bytes ? opt.homes[size_t(h)].capacity_bytes : UINT64_MAX;
+  std::vector<std::vector<std::vector<int>>> out(size_t(c.num_layers));
+  auto take = [&](int h) {
+    if (free[size_t(h)] != UINT64_MAX) free[size_t(h)] -= slot_bytes;
+  };
+  auto fits = [&](int h) { return free[size_t(h)] >= slot_bytes; };
+
+  if (opt.full_copy_home >= H) fail("prepare: --full-copy names home ", opt.full_copy_home, " but only ", H, " given");
+  // The full copy is placed first so that its home's capacity is checked up front.
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
+    out[size_t(l)].resize(size_t(c.num_experts));
+    if (opt.full_copy_home < 0) continue;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      if (!fits(opt.full_copy_home))
+        fail("prepare: home ", opt.homes[size_t(opt.full_copy_home)].path, " is too small for a full copy");
+      take(opt.full_copy_home);
+    }
+  }
+  // Primary: each layer's experts spread evenly over the homes (weighted round robin), so the
+  // reads of one layer land on all drives. The full-copy home counts as already holding them.
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
+    std::vector<int64_t> in_layer(static_cast<size_t>(H), 0);
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      int best = -1;
+      for (int k = 0; k < H; ++k) {
+        int h = int((e + l + k) % H);  // rotate the start so layers do not all favour home 0
+        if (!fits(h) && h != opt.full_copy_home) continue;
+        if (best < 0 || in_layer[size_t(h)] < in_layer[size_t(best)]) best = h;
+      }
+      if (best < 0)
+        fail("prepare: the homes' capacities are too small for the expert bank (layer ", l, ", expert ", e, ")");
+      ++in_layer[size_t(best)];
+      auto& holders = out[size_t(l)][size_t(e)];
+      if (best == opt.full_copy_home) {
+        holders.push_back(best);
+      } else {
+        take(best);
+        holders.push_back(best);
+        if (opt.full_copy_home >= 0) holders.push_back(opt.full_copy_home);
+      }
+    }
+  }
+  // Replicas for the hottest experts, each on the home with the most free space that lacks it.
+  if (opt.replicate_hot > 0 && H > 1) {
+    if (!heat) fail("prepare: --replicate-hot needs usage counts (--heat FILE or a model that has run before)");
+    std::vector<std::pair<double, std::pair<int, int>>> ranked;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t e = 0; e < int64_t(out[size_t(l)].size()); ++e)
+        ranked.push_back({heat->get(int(l), int(e)), {int(l), int(e)}});
+    std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    size_t n = size_t(std::clamp(opt.replicate_hot, 0.0, 1.0) * double(ranked.size()));
+    for (size_t i = 0; i < n; ++i) {
+      auto [l, e] = ranked[i].second;
+      auto& holders = out[size_t(l)][size_t(e)];
+      int best = -1;
+      for (int h = 0; h < H; ++h) {
+        if (std::find(holders.begin(), holders.end(), h) != holders.end() || !fits(h)) continue;
+        if (best < 0 || free[size_t(h)] > free[size_t(best)]) best = h;
+      }
+      if (best < 0) continue;  // no room anywhere: the replica band ends here
+      take(best);
+      holders.push_back(best);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string layer_file(int64_t layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "L%03lld.bin", (long long)layer);
+  return buf;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void claim_home(const Home& home, const std::string& model_id) {
+  fs::create_directories(home.path);
+  std::string marker = home.path + "/sluice-home.json";
+  if (fs::exists(marker)) {
+    nlohmann::json j = format::read_json_file(marker);
+    std::string other = format::get_string_or(j, "model_id", "", marker);
+    if (other != model_id)
+      fail("home ", home.path, " already holds the experts of another model (model_id ", other, "; this model is ",
+           model_id, "); use an empty directory per model");
+    return;
+  }
+  nlohmann::json j = {{"format", "sluice-home"}, {"version", 1}, {"model_id", model_id}};
+  format::write_file_atomic(marker, j.dump(2) + "\n");
+}
+
+void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail(what, ": write failed: ", std::strerror(errno));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+}  // namespace
+
+double measure_read_bandwidth(const std::string& home, const std::vector<std::string>& files, uint64_t max_bytes) {
+  const size_t chunk = 1 << 20;
+  auto buf = allocate_touched(chunk, 4096);
+  uint64_t done = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (const auto& f : files) {
+    std::string path = home + "/" + f;
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    for (off_t off = 0; done < max_bytes; off += off_t(chunk)) {
+      ssize_t r = ::pread(fd, buf.get(), chunk, off);
+      if (r <= 0) break;
+      done += uint64_t(r);
+    }
+    ::close(fd);
+    if (done >= max_bytes) break;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return done && s > 0 ? double(done) / s : 0.0;
+}
+
+Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt) {
+  const std::string config_text = read_text(model_dir + "/config.json");
+  format::KimiConfig c = format::parse_kimi_config(config_text, model_dir + "/config.json");
+  if (c.num_experts == 0) fail(model_dir, ": the model has no routed experts to prepare");
+  ExpertLayout layout = ExpertLayout::from_config(c);
+  const std::string id = model_identity(config_text, layout);
+  format::TensorSet ts = format::TensorSet::open_dir(model_dir);
+
+  Heat heat(c.num_layers, c.num_experts);
+  bool have_heat = false;
+  std::string heat_file = opt.heat_file.empty() ? heat_path(model_dir) : opt.heat_file;
+  if (fs::exists(heat_file)) {
+    heat.load(heat_file);
+    have_heat = true;
+  } else if (!opt.heat_file.empty()) {
+    fail("--heat ", opt.heat_file, ": no such file");
+  }
+  auto placement = place_experts(c, layout.slot_bytes, opt, have_heat ? &heat : nullptr);
+  for (const Home& h : opt.homes) claim_home(h, id);
+
+  Manifest m;
+  m.model_id = id;
+  m.layout = layout;
+  m.num_layers = c.num_layers;
+  m.num_experts = c.num_experts;
+  m.homes = opt.homes;
+  m.holders.resize(size_t(c.num_layers));
+
+  uint64_t total = 0, done = 0;
+  for (const auto& layer : placement)
+    for (const auto& hs : layer) total += hs.size() * layout.slot_bytes;
+  auto record = allocate_touched(layout.slot_bytes, 4096);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (placement[size_t(l)].empty()) continue;
+    m.holders[size_t(l)].resize(size_t(c.num_experts));
+    // Checksums of this layer's records, computed from the source once.
+    std::vector<uint64_t> sums(static_cast<size_t>(c.num_experts));
+    auto fill_record = [&](int64_t e) {
+      auto seg = expert_segments(c, layout, ts, int(l), int(e));
+      layout.validate(seg, cat(model_dir, ": expert ", e, " of layer ", l));
+      std::memset(record.get(), 0, layout.slot_bytes);
+      for (size_t i = 0; i < seg.size(); ++i)
+        std::memcpy(record.get() + layout.segments[i].offset, seg[i], layout.segments[i].bytes);
+    };
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      fill_record(e);
+      sums[size_t(e)] = XXH3_64bits(record.get(), layout.slot_bytes);
+    }
+    for (int h = 0; h < int(opt.homes.size()); ++h) {
+      std::vector<int64_t> held;
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const auto& hs = placement[size_t(l)][size_t(e)];
+        if (std::find(hs.begin(), hs.end(), h) != hs.end()) held.push_back(e);
+      }
+      if (held.empty()) continue;
+      const std::string rel = id + "/" + layer_file(l);
+      const std::string path = opt.homes[size_t(h)].path + "/" + rel;
+      const uint64_t size = held.size() * layout.slot_bytes;
+      std::error_code ec;
+      bool complete = fs::exists(path) && fs::file_size(path, ec) == size;
+      if (!complete) {
+        fs::create_directories(fs::path(path).parent_path());
+        std::string tmp = path + ".tmp";
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
+        try {
+          for (int64_t e : held) {
+            fill_record(e);
+            write_all(fd, record.get(), layout.slot_bytes, tmp);
+          }
+          if (::fsync(fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
+        } catch (...) {
+          ::close(fd);
+          ::unlink(tmp.c_str());
+          throw;
+        }
+        ::close(fd);
+        if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": rename failed: ", std::strerror(errno));
+      }
+      for (size_t i = 0; i < held.size(); ++i) {
+        Holder x{h, rel, i * layout.slot_bytes, layout.slot_bytes, sums[size_t(held[i])]};
+        auto& hs = m.holders[size_t(l)][size_t(held[i])];
+        // Keep the placement's order (primary first).
+        hs.push_back(x);
+      }
+      done += size;
+      if (opt.progress) opt.progress(done, total, cat("layer ", l, " -> ", opt.homes[size_t(h)].path));
+    }
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      auto& hs = m.holders[size_t(l)][size_t(e)];
+      const auto& order = placement[size_t(l)][size_t(e)];
+      std::stable_sort(hs.begin(), hs.end(), [&](const Holder& a, const Holder& b) {
+        return std::find(order.begin(), order.end(), a.home) < std::find(order.begin(), order.end(), b.home);
+      });
+    }
+  }
+  if (opt.measure) {
+    for (int h = 0; h < int(m.homes.size()); ++h) {
+      std::vector<std::string> files;
+      for (int64_t l = 0; l < c.num_layers; ++l)
+        if (!placement[size_t(l)].empty()) files.push_back(id + "/" + layer_file(l));
+      m.homes[size_t(h)].read_bytes_per_s = measure_read_bandwidth(m.homes[size_t(h)].path, files, 256ull << 20);
+    }
+  }
+  write_manifest(m, manifest_path(model_dir));
+  return m;
+}
+
+}  // namespace sluice::store

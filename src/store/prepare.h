@@ -1,0 +1,38 @@
+// `sluice prepare`: packs the routed experts out of the safetensors shards into expert files on
+// one or more homes (4 KiB-aligned records, one read per expert), places them (each layer balanced
+// across homes by bytes, an optional full copy on one home, replicas of the hottest experts within
+// each home's capacity), measures each home's read bandwidth and writes the manifest atomically.
+// Resumable: finished layer files are kept; a home holding another model is refused.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store/heat.h"
+#include "store/manifest.h"
+
+namespace sluice::store {
+
+struct PrepareOptions {
+  std::vector<Home> homes;
+  int full_copy_home = -1;       // index into homes, or -1
+  double replicate_hot = 0;      // fraction of experts (hottest first) to give a second home
+  std::string heat_file;         // usage counts for replica ranking (default: the model's own)
+  bool measure = true;           // time O_DIRECT reads on each home
+  std::function<void(uint64_t done, uint64_t total, const std::string& what)> progress;
+};
+
+// Placement only (no I/O): holders per (layer, expert) as home indices, primary first.
+std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfig& c, uint64_t slot_bytes,
+                                                         const PrepareOptions& opt, const Heat* heat);
+
+Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt);
+
+// Parses "PATH[:CAPACITY]" where CAPACITY is bytes with an optional K/M/G/T suffix.
+Home parse_home_spec(const std::string& spec);
+
+// O_DIRECT read bandwidth of a home over up to `max_bytes` of the given files (bytes/s).
+double measure_read_bandwidth(const std::string& home, const std::vector<std::string>& files, uint64_t max_bytes);
+
+}  // namespace sluice::store

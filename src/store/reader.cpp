@@ -1,0 +1,355 @@
+// Expert reader: holder choice by expected completion time, retries on other holders, O_DIRECT
+// reads through io_uring or a pread thread pool, xxh3 verification, per-home statistics.
+#include "store/reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/error.h"
+
+#ifdef SLUICE_HAVE_URING
+#include <liburing.h>
+#endif
+
+namespace sluice::store {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double HomeStats::mean_ms() const {
+  if (latency_ms.empty()) return 0;
+  double s = 0;
+  for (float v : latency_ms) s += v;
+  return s / double(latency_ms.size());
+}
+
+double HomeStats::p99_ms() const {
+  if (latency_ms.empty()) return 0;
+  std::vector<float> v = latency_ms;
+  size_t k = std::min(v.size() - 1, size_t(double(v.size()) * 0.99));
+  std::nth_element(v.begin(), v.begin() + long(k), v.end());
+  return v[k];
+}
+
+#ifdef SLUICE_HAVE_URING
+struct ExpertReader::Uring {
+  io_uring ring{};
+  ~Uring() { io_uring_queue_exit(&ring); }
+};
+#else
+struct ExpertReader::Uring {};
+#endif
+
+ExpertReader::ExpertReader(const Manifest& m, const ReaderOptions& opt) : m_(m), opt_(opt) {
+  const size_t H = m.homes.size();
+  stats_.resize(H);
+  inflight_bytes_.assign(H, 0);
+  inflight_.assign(H, 0);
+  delay_.assign(H, 0.0);
+  healthy_.assign(H, true);
+  if (opt_.queue_depth < 1) opt_.queue_depth = 1;
+  for (size_t h = 0; h < H; ++h) {
+    double bw = m.homes[h].read_bytes_per_s > 0 ? m.homes[h].read_bytes_per_s : 1e9;
+    stats_[h].bandwidth = bw / opt_.queue_depth;  // per-read share
+  }
+  bool want_uring = opt_.engine == "io_uring" || opt_.engine == "auto";
+  if (opt_.engine != "auto" && opt_.engine != "io_uring" && opt_.engine != "pread")
+    fail("reader engine '", opt_.engine, "' is not auto, io_uring or pread");
+#ifdef SLUICE_HAVE_URING
+  if (want_uring) {
+    auto u = std::make_unique<Uring>();
+    unsigned entries = unsigned(std::max<size_t>(8, H * size_t(opt_.queue_depth) * 2));
+    if (io_uring_queue_init(entries, &u->ring, 0) == 0) {
+      uring_ = std::move(u);
+    } else if (opt_.engine == "io_uring") {
+      fail("io_uring is not available on this system (io_uring_queue_init failed); use --reader pread");
+    }
+  }
+#else
+  if (opt_.engine == "io_uring") fail("this sluice was built without liburing; use --reader pread");
+  (void)want_uring;
+#endif
+  if (uring_) {
+    threads_.emplace_back([this] { uring_loop(); });
+  } else {
+    for (size_t i = 0; i < H * size_t(opt_.queue_depth); ++i) threads_.emplace_back([this] { pread_worker(); });
+  }
+}
+
+ExpertReader::~ExpertReader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_job_.notify_all();
+  for (auto& t : threads_) t.join();
+  for (auto& [path, fd] : fds_) ::close(fd);
+}
+
+void ExpertReader::set_home_delay(int home, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  delay_.at(size_t(home)) = seconds;
+}
+
+uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t t = next_ticket_++;
+  Job j;
+  j.layer = layer;
+  j.expert = expert;
+  j.dst = dst;
+  jobs_.emplace(t, std::move(j));
+  queue_.push_back(t);
+  cv_job_.notify_all();
+  return t;
+}
+
+bool ExpertReader::ready(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(ticket);
+  return it == jobs_.end() || it->second.state >= 2;
+}
+
+void ExpertReader::wait(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = jobs_.find(ticket);
+  if (it == jobs_.end()) fail("expert read ticket ", ticket, " is unknown");
+  cv_done_.wait(lock, [&] { return it->second.state >= 2; });
+  Job j = std::move(it->second);
+  jobs_.erase(it);
+  if (j.state == 3) throw Error(j.error);
+}
+
+std::vector<HomeStats> ExpertReader::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+int ExpertReader::pick_holder(Job& j) {
+  const auto& holders = m_.of(j.layer, j.expert);
+  int best = -1;
+  double best_eta = 0;
+  bool busy = false;
+  for (int i = 0; i < int(holders.size()); ++i) {
+    if (std::find(j.tried.begin(), j.tried.end(), i) != j.tried.end()) continue;
+    int h = holders[size_t(i)].home;
+    if (!healthy_[size_t(h)]) continue;
+    if (inflight_[size_t(h)] >= opt_.queue_depth) {
+      busy = true;
+      continue;
+    }
+    double eta = double(inflight_bytes_[size_t(h)] + holders[size_t(i)].length) / stats_[size_t(h)].bandwidth;
+    if (best < 0 || eta < best_eta) {
+      best = i;
+      best_eta = eta;
+    }
+  }
+  if (best >= 0) return best;
+  return busy ? -2 : -1;
+}
+
+int ExpertReader::open_file(int home, const std::string& file) {
+  std::string path = m_.homes[size_t(home)].path + "/" + file;
+  auto it = fds_.find(path);
+  if (it != fds_.end()) return it->second;
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // filesystems without O_DIRECT
+  if (fd >= 0) fds_[path] = fd;
+  return fd;
+}
+
+bool ExpertReader::check(const Job& j, const Holder& h) const {
+  return !opt_.verify || XXH3_64bits(j.dst, h.length) == h.xxh3;
+}
+
+void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds) {
+  const Holder& h = m_.of(j.layer, j.expert)[size_t(j.holder)];
+  HomeStats& s = stats_[size_t(h.home)];
+  inflight_[size_t(h.home)] -= 1;
+  inflight_bytes_[size_t(h.home)] -= h.length;
+  if (ok) {
+    s.reads += 1;
+    s.bytes += h.length;
+    s.latency_ms.push_back(float(seconds * 1e3));
+    if (seconds > 0) s.bandwidth = 0.8 * s.bandwidth + 0.2 * (double(h.length) / seconds);
+    j.state = 2;
+  } else {
+    s.errors += 1;
+    j.tried.push_back(j.holder);
+    j.error += cat(j.error.empty() ? "" : "; ", m_.homes[size_t(h.home)].path, "/", h.file, ": ", why);
+    j.state = 0;
+    if (pick_holder(j) == -1) {
+      j.state = 3;
+      j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no holder delivered a good copy (", j.error, ")");
+    } else {
+      queue_.push_front(id);
+    }
+  }
+  if (j.state >= 2) cv_done_.notify_all();
+  cv_job_.notify_all();
+}
+
+void ExpertReader::pread_worker() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    uint64_t id = 0;
+    int holder = -1;
+    cv_job_.wait(lock, [&] {
+      if (stop_) return true;
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        Job& j = jobs_.at(*it);
+        holder = pick_holder(j);
+        if (holder == -1) {  // nothing left to try
+          j.state = 3;
+          j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no usable holder (homes missing or failing)",
+                        j.error.empty() ? "" : " (" + j.error + ")");
+          queue_.erase(it);
+          cv_done_.notify_all();
+          return false;
+        }
+        if (holder >= 0) {
+          id = *it;
+          queue_.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    if (stop_) return;
+    Job& j = jobs_.at(id);
+    j.holder = holder;
+    j.state = 1;
+    const Holder h = m_.of(j.layer, j.expert)[size_t(holder)];
+    inflight_[size_t(h.home)] += 1;
+    inflight_bytes_[size_t(h.home)] += h.length;
+    int fd = open_file(h.home, h.file);
+    double delay = delay_[size_t(h.home)];
+    std::byte* dst = j.dst;
+    lock.unlock();
+    double t0 = now_s();
+    std::string why;
+    bool ok = false;
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    if (fd < 0) {
+      why = cat("cannot open: ", std::strerror(errno));
+    } else {
+      size_t got = 0;
+      while (got < h.length) {
+        ssize_t r = ::pread(fd, dst + got, h.length - got, off_t(h.offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+          why = r < 0 ? cat("read failed: ", std::strerror(errno)) : std::string("file too short");
+          break;
+        }
+        got += size_t(r);
+      }
+      if (got == h.length) {
+        Job probe{j.layer, j.expert, dst, {}, holder, 0, 1, {}};
+        ok = check(probe, h);
+        if (!ok) why = "checksum mismatch";
+      }
+    }
+    double dt = now_s() - t0;
+    lock.lock();
+    finish_attempt(id, jobs_.at(id), ok, why, dt);
+  }
+}
+
+void ExpertReader::uring_loop() {
+#ifdef SLUICE_HAVE_URING
+  io_uring* ring = &uring_->ring;
+  std::unordered_map<uint64_t, double> started;
+  int inflight = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (inflight == 0) cv_job_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && inflight == 0) return;
+      // Dispatch every queued job whose holders have queue room.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        Job& j = jobs_.at(*it);
+        int holder = pick_holder(j);
+        if (holder == -2) {
+          ++it;
+          continue;
+        }
+        if (holder == -1) {
+          j.state = 3;
+          j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no usable holder (homes missing or failing)",
+                        j.error.empty() ? "" : " (" + j.error + ")");
+          it = queue_.erase(it);
+          cv_done_.notify_all();
+          continue;
+        }
+        const Holder& h = m_.of(j.layer, j.expert)[size_t(holder)];
+        int fd = open_file(h.home, h.file);
+        j.holder = holder;
+        inflight_[size_t(h.home)] += 1;
+        inflight_bytes_[size_t(h.home)] += h.length;
+        uint64_t id = *it;
+        it = queue_.erase(it);
+        if (fd < 0) {
+          finish_attempt(id, j, false, cat("cannot open: ", std::strerror(errno)), 0);
+          it = queue_.begin();
+          continue;
+        }
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (!sqe) {  // ring full: undo and retry after completions
+          inflight_[size_t(h.home)] -= 1;
+          inflight_bytes_[size_t(h.home)] -= h.length;
+          queue_.push_front(id);
+          break;
+        }
+        j.state = 1;
+        io_uring_prep_read(sqe, fd, j.dst, unsigned(h.length), h.offset);
+        io_uring_sqe_set_data64(sqe, id);
+        started[id] = now_s();
+        ++inflight;
+      }
+    }
+    io_uring_submit(ring);
+    if (inflight == 0) continue;
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts{0, 2'000'000};
+    int rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+    if (rc == -ETIME || rc == -EINTR) continue;
+    if (rc < 0) fail("io_uring wait failed: ", std::strerror(-rc));
+    unsigned head;
+    unsigned seen = 0;
+    std::vector<std::pair<uint64_t, int>> done;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      done.push_back({io_uring_cqe_get_data64(cqe), cqe->res});
+      ++seen;
+    }
+    io_uring_cq_advance(ring, seen);
+    for (auto [id, res] : done) {
+      --inflight;
+      double t1 = now_s();
+      std::unique_lock<std::mutex> lock(mu_);
+      Job& j = jobs_.at(id);
+      const Holder h = m_.of(j.layer, j.expert)[size_t(j.holder)];
+      lock.unlock();
+      bool ok = res == int(h.length);
+      std::string why = res < 0 ? cat("read failed: ", std::strerror(-res)) : (ok ? "" : "short read");
+      if (ok) {
+        ok = check(j, h);
+        if (!ok) why = "checksum mismatch";
+      }
+      lock.lock();
+      finish_attempt(id, j, ok, why, t1 - started[id]);
+      started.erase(id);
+    }
+  }
+#endif
+}
+
+}  // namespace sluice::store

@@ -1,0 +1,91 @@
+// Reads expert records from their homes with O_DIRECT into caller-owned aligned buffers. Each
+// read goes to the holder with the lowest expected completion time (bytes queued on that home /
+// its bandwidth, which starts at the measured value and follows observed reads); a holder that
+// fails or returns bytes with a wrong checksum is skipped and the read retried on the next one.
+// Engines: io_uring (one submission thread, a queue-depth limit per home) or a pread thread pool.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "store/manifest.h"
+
+namespace sluice::store {
+
+struct HomeStats {
+  uint64_t reads = 0, bytes = 0, errors = 0;
+  std::vector<float> latency_ms;  // per completed read
+  double bandwidth = 0;           // current estimate, bytes/s
+  double mean_ms() const;
+  double p99_ms() const;
+};
+
+struct ReaderOptions {
+  bool verify = true;        // xxh3 of every record against the manifest
+  std::string engine = "auto";  // auto | io_uring | pread
+  int queue_depth = 4;       // reads in flight per home
+};
+
+class ExpertReader {
+ public:
+  ExpertReader(const Manifest& m, const ReaderOptions& opt);
+  ~ExpertReader();
+  ExpertReader(const ExpertReader&) = delete;
+  ExpertReader& operator=(const ExpertReader&) = delete;
+
+  // Queues a read of (layer, expert) into dst (slot_bytes, 4 KiB aligned); returns a ticket.
+  uint64_t submit(int layer, int expert, std::byte* dst);
+  // Blocks until the ticket's read is done; throws naming the expert and homes if no holder
+  // delivered a good copy.
+  void wait(uint64_t ticket);
+  bool ready(uint64_t ticket);
+
+  std::vector<HomeStats> stats() const;
+  const char* engine() const { return uring_ ? "io_uring" : "pread"; }
+  // Test hook: every read from `home` first sleeps this long.
+  void set_home_delay(int home, double seconds);
+
+ private:
+  struct Job {
+    int layer, expert;
+    std::byte* dst;
+    std::vector<int> tried;  // holder indices already attempted
+    int holder = -1;         // current attempt
+    double started = 0;
+    int state = 0;           // 0 queued, 1 in flight, 2 done, 3 failed
+    std::string error;
+  };
+  int pick_holder(Job& j);                   // under mu_; -1 if none left
+  void finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds);  // under mu_
+  int open_file(int home, const std::string& file);  // under mu_
+  bool check(const Job& j, const Holder& h) const;
+  void pread_worker();
+  void uring_loop();
+
+  const Manifest& m_;
+  ReaderOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_job_, cv_done_;
+  std::unordered_map<uint64_t, Job> jobs_;
+  std::deque<uint64_t> queue_;
+  uint64_t next_ticket_ = 1;
+  bool stop_ = false;
+  std::vector<HomeStats> stats_;
+  std::vector<uint64_t> inflight_bytes_;
+  std::vector<int> inflight_;
+  std::vector<double> delay_;
+  std::vector<bool> healthy_;
+  std::unordered_map<std::string, int> fds_;
+  std::vector<std::thread> threads_;
+  struct Uring;
+  std::unique_ptr<Uring> uring_;
+};
+
+}  // namespace sluice::store

@@ -1,0 +1,205 @@
+// Streaming expert provider: slot arena, hit/miss handling, prefetch, eviction, counters.
+#include "store/streaming_experts.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace sluice::store {
+
+StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
+    : m_(std::move(manifest)), opt_(opt), heat_(m_.num_layers, m_.num_experts) {
+  const uint64_t slot = m_.layout.slot_bytes;
+  size_t n = size_t(opt_.cache_bytes / slot);
+  if (n < 2) fail("--cache-gb: the expert cache must hold at least 2 experts (", 2 * slot / 1e6, " MB)");
+  // Half the slots are reserved for the next layer's prefetch when prefetch is on.
+  max_batch_ = opt_.prefetch ? std::max<size_t>(1, n / 2) : n;
+  arena_ = allocate_touched(n * slot, ExpertLayout::kAlign);
+  slots_.resize(n);
+  where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
+  predicted_.resize(size_t(m_.num_layers));
+  counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
+  if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
+  reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
+}
+
+StreamingExperts::~StreamingExperts() {
+  // Let reads still in flight land before the arena goes away.
+  for (auto& s : slots_)
+    if (s.ticket) {
+      try {
+        reader_->wait(s.ticket);
+      } catch (const Error&) {
+      }
+    }
+}
+
+void StreamingExperts::save_heat() const {
+  if (!opt_.heat_file.empty()) heat_.save(opt_.heat_file);
+}
+
+int StreamingExperts::find(int layer, int expert) const { return where_[size_t(layer * m_.num_experts + expert)]; }
+
+void StreamingExperts::reap() {
+  for (auto& sl : slots_) {
+    if (!sl.ticket || sl.pins > 0 || !reader_->ready(sl.ticket)) continue;
+    uint64_t t = sl.ticket;
+    sl.ticket = 0;
+    try {
+      reader_->wait(t);
+    } catch (const Error&) {  // a failed prefetch: forget the slot; a demand read will retry
+      where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
+      sl.layer = sl.expert = -1;
+      sl.prefetched = false;
+    }
+  }
+}
+
+int StreamingExperts::victim() {
+  // Score: recency in layer passes plus a bonus for heat; pinned, in-flight and unclaimed
+  // prefetched slots are never taken.
+  int best = -1;
+  double best_score = 0;
+  for (int i = 0; i < int(slots_.size()); ++i) {
+    const Slot& s = slots_[size_t(i)];
+    if (s.pins > 0 || s.ticket || s.prefetched) continue;
+    if (s.layer < 0) return i;
+    double score = double(s.last_use) + 16.0 * heat_.get(s.layer, s.expert);
+    if (best < 0 || score < best_score) {
+      best = i;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+void StreamingExperts::assign(int slot, int layer, int expert) {
+  Slot& s = slots_[size_t(slot)];
+  if (s.layer >= 0) where_[size_t(s.layer * m_.num_experts + s.expert)] = -1;
+  s.layer = layer;
+  s.expert = expert;
+  s.last_use = tick_;
+  where_[size_t(layer * m_.num_experts + expert)] = slot;
+}
+
+void StreamingExperts::request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
+  if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty())
+    fail("layer ", layer, " has no routed experts in the manifest");
+  if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
+  ++tick_;
+  heat_.record(layer, experts.data(), experts.size());
+  // Recall of the last prediction for this layer.
+  auto& pred = predicted_[size_t(layer)];
+  if (!pred.empty()) {
+    for (int32_t e : experts) counters_.predicted_correct += std::binary_search(pred.begin(), pred.end(), e);
+    counters_.actual_total += experts.size();
+    pred.clear();
+  }
+  // Unclaimed prefetches of this layer were wrong guesses: they become ordinary cache entries.
+  for (auto& sl : slots_)
+    if (sl.prefetched && sl.layer == layer && !std::binary_search(experts.begin(), experts.end(), sl.expert))
+      sl.prefetched = false;
+  reap();
+  std::vector<int> slot_of(experts.size(), -1);
+  // Pin hits first so misses cannot evict them.
+  for (size_t i = 0; i < experts.size(); ++i) {
+    int32_t e = experts[i];
+    if (e < 0 || e >= m_.num_experts) fail("expert ", e, " of layer ", layer, " does not exist");
+    int s = find(layer, e);
+    counters_.requests += 1;
+    if (s >= 0) {
+      Slot& sl = slots_[size_t(s)];
+      sl.pins += 1;
+      sl.last_use = tick_;
+      if (sl.prefetched) {
+        counters_.prefetch_used += 1;
+        sl.prefetched = false;
+      }
+      counters_.hits += 1;
+      slot_of[i] = s;
+    }
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (slot_of[i] >= 0) continue;
+    int s = victim();
+    if (s < 0) {
+      // Unclaimed prefetches (of other layers) are the only other candidates: give them up,
+      // waiting for their reads to land if need be.
+      for (auto& sl : slots_) sl.prefetched = false;
+      reap();
+      s = victim();
+      for (size_t k = 0; s < 0 && k < slots_.size(); ++k) {
+        Slot& sl = slots_[k];
+        if (sl.pins > 0 || !sl.ticket) continue;
+        uint64_t t = sl.ticket;
+        sl.ticket = 0;
+        try {
+          reader_->wait(t);
+        } catch (const Error&) {
+          where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
+          sl.layer = sl.expert = -1;
+        }
+        s = victim();
+      }
+    }
+    if (s < 0) fail("expert cache is full of pinned or in-flight experts; raise --cache-gb");
+    assign(s, layer, experts[i]);
+    Slot& sl = slots_[size_t(s)];
+    sl.pins = 1;
+    sl.ticket = reader_->submit(layer, experts[i], data(s));
+    counters_.misses += 1;
+    counters_.bytes_read += m_.layout.slot_bytes;
+    counters_.reads_by_layer[size_t(layer)] += 1;
+    slot_of[i] = s;
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    Slot& sl = slots_[size_t(slot_of[i])];
+    if (sl.ticket) {
+      uint64_t t = sl.ticket;
+      try {
+        reader_->wait(t);
+      } catch (...) {
+        sl.ticket = 0;
+        where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
+        sl.layer = sl.expert = -1;
+        for (size_t k = 0; k < experts.size(); ++k)
+          if (slot_of[k] >= 0) slots_[size_t(slot_of[k])].pins = std::max(0, slots_[size_t(slot_of[k])].pins - 1);
+        throw;
+      }
+      sl.ticket = 0;
+    }
+    out[i] = m_.layout.views(data(slot_of[i]));
+    pinned_now_.push_back(slot_of[i]);
+  }
+}
+
+void StreamingExperts::release(int) {
+  for (int s : pinned_now_) slots_[size_t(s)].pins -= 1;
+  pinned_now_.clear();
+}
+
+void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
+  if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty()) return;
+  auto& pred = predicted_[size_t(layer)];
+  pred.assign(experts.begin(), experts.end());
+  std::sort(pred.begin(), pred.end());
+  counters_.predicted_total += pred.size();
+  size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
+  reap();
+  for (int32_t e : pred) {
+    if (budget == 0) break;
+    if (e < 0 || e >= m_.num_experts || find(layer, e) >= 0) continue;
+    int s = victim();
+    if (s < 0) break;
+    assign(s, layer, e);
+    Slot& sl = slots_[size_t(s)];
+    sl.prefetched = true;
+    sl.ticket = reader_->submit(layer, e, data(s));
+    counters_.prefetch_issued += 1;
+    counters_.bytes_read += m_.layout.slot_bytes;
+    counters_.reads_by_layer[size_t(layer)] += 1;
+    --budget;
+  }
+}
+
+}  // namespace sluice::store

@@ -1,0 +1,82 @@
+// The streaming ExpertProvider: routed experts live on drives (homes) and pass through one RAM
+// arena of fixed-size slots with a byte budget, allocated and touched at load. Misses of a
+// request are read together (read-once per pass: the model asks for a pass's union once);
+// prefetch() starts reads for predicted experts of the next layer; eviction prefers experts
+// that are neither recent nor hot (decayed usage counts that persist across runs).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "store/expert_provider.h"
+#include "store/heat.h"
+#include "store/manifest.h"
+#include "store/reader.h"
+
+namespace sluice::store {
+
+struct StreamOptions {
+  uint64_t cache_bytes = 1ull << 30;
+  ReaderOptions reader;
+  bool prefetch = true;
+  std::string heat_file;  // loaded at start, saved by save_heat(); empty = none
+};
+
+struct StoreCounters {
+  uint64_t requests = 0, hits = 0, misses = 0;  // experts asked for, found in RAM, read on demand
+  uint64_t prefetch_issued = 0, prefetch_used = 0;
+  uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // for recall
+  uint64_t bytes_read = 0;
+  std::vector<uint64_t> reads_by_layer;  // demand + prefetch reads per layer
+};
+
+class StreamingExperts : public ExpertProvider {
+ public:
+  StreamingExperts(Manifest manifest, const StreamOptions& opt);
+  ~StreamingExperts() override;
+
+  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) override;
+  void release(int layer) override;
+  void prefetch(int layer, std::span<const int32_t> experts) override;
+  bool wants_prefetch() const override { return opt_.prefetch; }
+  size_t max_batch() const override { return max_batch_; }
+
+  const StoreCounters& counters() const { return counters_; }
+  std::vector<HomeStats> home_stats() const { return reader_->stats(); }
+  const Manifest& manifest() const { return m_; }
+  size_t slots() const { return slots_.size(); }
+  const char* reader_engine() const { return reader_->engine(); }
+  void set_home_delay(int home, double seconds) { reader_->set_home_delay(home, seconds); }
+  void save_heat() const;
+
+ private:
+  struct Slot {
+    int layer = -1, expert = -1;
+    int pins = 0;
+    uint64_t ticket = 0;     // read in flight (0 = none)
+    bool prefetched = false;  // filled by prefetch and not yet claimed
+    uint64_t last_use = 0;
+  };
+  int find(int layer, int expert) const;
+  int victim();  // a slot that may be reused now, or -1
+  void reap();   // collects finished reads of unpinned slots
+  void assign(int slot, int layer, int expert);
+  std::byte* data(int slot) { return arena_.get() + size_t(slot) * m_.layout.slot_bytes; }
+
+  Manifest m_;
+  StreamOptions opt_;
+  std::unique_ptr<ExpertReader> reader_;
+  std::unique_ptr<std::byte[], AlignedFree> arena_;
+  std::vector<Slot> slots_;
+  std::vector<int> where_;        // (layer, expert) -> slot or -1
+  std::vector<int> pinned_now_;   // slots pinned by the current request
+  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction (for recall)
+  size_t max_batch_ = 1;
+  uint64_t tick_ = 0;
+  Heat heat_;
+  StoreCounters counters_;
+};
+
+}  // namespace sluice::store
