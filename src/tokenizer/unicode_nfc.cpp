@@ -58,9 +58,21 @@ const std::vector<uint32_t>& zero_class_seconds() {
   return seconds;
 }
 
+// Primary composites are their own NFC (quick check "Yes") although they have a decomposition.
+const std::vector<uint32_t>& composites() {
+  static const std::vector<uint32_t> v = [] {
+    std::vector<uint32_t> c;
+    for (size_t i = 0; i < kCompositionCount; ++i) c.push_back(kCompositions[i].composite);
+    std::sort(c.begin(), c.end());
+    return c;
+  }();
+  return v;
+}
+
 bool stable(uint32_t cp) {
   if (cp < 0xC0) return true;
-  if (combining_class(cp) != 0 || decomposition(cp) != nullptr) return false;
+  if (combining_class(cp) != 0) return false;
+  if (decomposition(cp) != nullptr && !std::binary_search(composites().begin(), composites().end(), cp)) return false;
   if (cp >= kSBase && cp < kSBase + kSCount) return true;  // precomposed Hangul is its own NFC
   const auto& s = zero_class_seconds();
   return !std::binary_search(s.begin(), s.end(), cp);
@@ -142,9 +154,11 @@ bool nfc_normalize(std::string_view text, std::string& out) {
     last_class = cc;
     res.push_back(cp);
   }
-  out.clear();
-  out.reserve(text.size());
-  for (uint32_t cp : res) utf8_append(out, cp);
+  std::string result;
+  result.reserve(text.size());
+  for (uint32_t cp : res) utf8_append(result, cp);
+  if (result == text) return false;
+  out = std::move(result);
   return true;
 }
 
