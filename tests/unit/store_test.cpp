@@ -1,0 +1,307 @@
+// The streaming expert store against the all-in-RAM path: bit-identical logits and tokens for
+// 1-3 homes, caches so small they evict every layer, prefetch on and off, both read engines;
+// read-once passes; throttled, missing and corrupt homes; foreign manifests and homes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "model_test_util.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "store/prepare.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+model::TinySpec store_spec() {
+  model::TinySpec s = testing::tiny_k3_spec();
+  s.experts = 24;
+  s.top_k = 4;
+  s.moe_inter = 96;
+  s.latent = 64;
+  s.seed = 21;
+  return s;
+}
+
+std::vector<int32_t> prompt_ids(int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(int32_t((i * 53 + 17) % 480));
+  return out;
+}
+
+struct Outcome {
+  std::vector<float> logits;  // all positions of the prompt
+  std::vector<int32_t> tokens;
+};
+
+Outcome run_engine(runtime::Engine& e, const std::vector<int32_t>& prompt, int new_tokens) {
+  Outcome r;
+  auto& m = e.model();
+  const int64_t V = m.config().vocab_size;
+  auto st = m.new_state();
+  r.logits.resize(prompt.size() * size_t(V));
+  m.forward(st, prompt, model::PassOptions{.all_logits = true}, r.logits.data());
+  auto st2 = m.new_state();
+  r.tokens = runtime::generate_greedy(m, st2, prompt, {.max_new = new_tokens, .stop_at_eos = false}).generated;
+  return r;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { model::write_tiny_checkpoint(store_spec(), model_dir()); }
+  std::string model_dir() const { return dir_ / "model"; }
+  std::string home(int i) const { return dir_ / ("home" + std::to_string(i)); }
+  store::Manifest prepare(int homes, int full_copy = -1, double replicate = 0) {
+    fs::remove(store::manifest_path(model_dir()));
+    store::PrepareOptions opt;
+    for (int i = 0; i < homes; ++i) opt.homes.push_back(store::parse_home_spec(home(i)));
+    opt.full_copy_home = full_copy;
+    opt.replicate_hot = replicate;
+    opt.measure = false;
+    return store::prepare_experts(model_dir(), opt);
+  }
+  std::unique_ptr<runtime::Engine> engine(const std::string& experts, double cache_gb, bool prefetch,
+                                          const std::string& reader = "auto") {
+    runtime::EngineOptions o;
+    o.model_dir = model_dir();
+    o.experts = experts;
+    o.cache_gb = cache_gb;
+    o.prefetch = prefetch;
+    o.reader = reader;
+    return runtime::Engine::load(o);
+  }
+  void write_uniform_heat() {
+    auto c = format::load_kimi_config(model_dir());
+    store::Heat h(c.num_layers, c.num_experts);
+    for (int l = 0; l < c.num_layers; ++l) {
+      std::vector<int32_t> all;
+      for (int e = 0; e < c.num_experts; ++e) all.push_back(e);
+      h.record(l, all.data(), all.size());
+    }
+    h.save(store::heat_path(model_dir()));
+  }
+  uint64_t slot_bytes() {
+    return store::ExpertLayout::from_config(format::load_kimi_config(model_dir())).slot_bytes;
+  }
+  testing::TempDir dir_{"store"};
+};
+
+TEST_F(StoreTest, StreamedRunsAreBitIdenticalToResident) {
+  auto prompt = prompt_ids(10);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 10);
+  }
+  const double tiny = double(slot_bytes()) * 9 / 1e9;  // 9 slots: far below one layer's union
+  for (int homes : {1, 2, 3}) {
+    prepare(homes);
+    for (bool prefetch : {false, true}) {
+      for (const char* reader : {"io_uring", "pread"}) {
+        for (double cache : {tiny, 0.01}) {
+          SCOPED_TRACE(::testing::Message() << homes << " homes, prefetch " << prefetch << ", reader " << reader
+                                            << ", cache " << cache << " GB");
+          auto e = engine("stream", cache, prefetch, reader);
+          ASSERT_TRUE(e->streaming());
+          Outcome got = run_engine(*e, prompt, 10);
+          EXPECT_EQ(got.logits, ref.logits);
+          EXPECT_EQ(got.tokens, ref.tokens);
+          if (cache == tiny) {
+            EXPECT_GT(e->store()->counters().misses, e->store()->counters().hits / 4);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(StoreTest, PrefillReadsEachRoutedExpertOncePerLayerPerPass) {
+  prepare(2);
+  auto e = engine("stream", 0.01, /*prefetch=*/false);
+  auto& m = e->model();
+  auto st = m.new_state();
+  auto prompt = prompt_ids(40);  // 40 rows x 4 experts over 24 experts: heavy overlap
+  std::vector<float> logits(size_t(m.config().vocab_size));
+  m.forward(st, prompt, model::PassOptions{}, logits.data());
+  const auto& c = e->store()->counters();
+  // Cold cache, one pass: every expert of each layer's union is read exactly once.
+  EXPECT_EQ(c.misses, uint64_t(m.counters().moe.expert_requests));
+  EXPECT_EQ(c.hits, 0u);
+  uint64_t reads = 0;
+  for (auto r : c.reads_by_layer) {
+    EXPECT_LE(r, uint64_t(m.config().num_experts));
+    reads += r;
+  }
+  EXPECT_EQ(reads, c.misses);
+  // The union is far smaller than rows x top-k: reads are not per row.
+  EXPECT_LT(c.misses, uint64_t(m.counters().moe.routed_slots) / 4);
+}
+
+TEST_F(StoreTest, ThrottledHomeReceivesFewerReads) {
+  write_uniform_heat();
+  prepare(2, -1, 1.0);  // every expert on both homes
+  auto e = engine("stream", double(slot_bytes()) * 12 / 1e9, false, "pread");
+  e->store()->set_home_delay(0, 0.004);
+  run_engine(*e, prompt_ids(6), 8);
+  auto hs = e->store()->home_stats();
+  EXPECT_LT(hs[0].reads * 2, hs[1].reads) << "slow home " << hs[0].reads << " reads, fast home " << hs[1].reads;
+}
+
+TEST_F(StoreTest, MissingHomeIsServedByReplicas) {
+  auto prompt = prompt_ids(8);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 8);
+  }
+  write_uniform_heat();
+  prepare(2, -1, 1.0);
+  auto e = engine("stream", double(slot_bytes()) * 10 / 1e9, true);
+  Outcome first = run_engine(*e, prompt, 4);
+  // The drive fails mid-run: its files lose their data under the open descriptors.
+  for (const auto& entry : fs::recursive_directory_iterator(home(0)))
+    if (entry.path().extension() == ".bin") fs::resize_file(entry.path(), 0);
+  Outcome got = run_engine(*e, prompt, 8);
+  EXPECT_EQ(got.tokens, ref.tokens);
+  EXPECT_EQ(got.logits, ref.logits);
+  EXPECT_GT(e->store()->home_stats()[0].errors, 0u);
+}
+
+TEST_F(StoreTest, HomeMissingAtStartIsServedByReplicas) {
+  write_uniform_heat();
+  prepare(2, -1, 1.0);
+  auto prompt = prompt_ids(5);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 5);
+  }
+  fs::rename(home(1), home(1) + ".gone");
+  auto e = engine("stream", 0.01, true);
+  EXPECT_EQ(run_engine(*e, prompt, 5).tokens, ref.tokens);
+  EXPECT_GT(e->store()->home_stats()[1].errors, 0u);
+  EXPECT_EQ(e->store()->home_stats()[1].reads, 0u);
+}
+
+TEST_F(StoreTest, NoGoodCopyNamesTheExpertAndHomes) {
+  prepare(1);
+  auto e = engine("stream", double(slot_bytes()) * 10 / 1e9, false);
+  fs::rename(home(0), home(0) + ".gone");
+  try {
+    run_engine(*e, prompt_ids(4), 2);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    std::string msg = err.what();
+    EXPECT_NE(msg.find("expert "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("of layer"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("home0"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(StoreTest, CorruptRecordIsRejectedByChecksumAndRetried) {
+  write_uniform_heat();
+  auto m = prepare(2, -1, 1.0);
+  // Flip bytes in every record of home 0.
+  for (const auto& entry : fs::recursive_directory_iterator(home(0))) {
+    if (entry.path().extension() != ".bin") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    for (uint64_t off = 100; off < fs::file_size(entry.path()); off += m.layout.slot_bytes) {
+      f.seekp(long(off));
+      f.put('\x5a');
+    }
+  }
+  auto prompt = prompt_ids(6);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 6);
+  }
+  auto e = engine("stream", 0.01, false);
+  Outcome got = run_engine(*e, prompt, 6);
+  EXPECT_EQ(got.logits, ref.logits);
+  EXPECT_GT(e->store()->home_stats()[0].errors, 0u);
+}
+
+TEST_F(StoreTest, ForeignOrCorruptManifestIsRefused) {
+  prepare(1);
+  std::string path = store::manifest_path(model_dir());
+  std::string text;
+  {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  auto expect_refused = [&](const std::string& content, const std::string& want) {
+    std::ofstream(path) << content;
+    try {
+      engine("stream", 0.01, false);
+      ADD_FAILURE() << "manifest accepted: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  std::string foreign = text;
+  foreign.replace(foreign.find("\"model_id\"") + 13, 4, "dead");
+  expect_refused(foreign, "another model");
+  expect_refused("{\"format\": \"sluice-expert-manifest\", \"version\": 99}", "version 99");
+  expect_refused(text.substr(0, text.size() / 2), "sluice-manifest.json");
+}
+
+TEST_F(StoreTest, HomeOfAnotherModelIsRefused) {
+  prepare(1);
+  testing::TempDir other("other-model");
+  model::TinySpec s = store_spec();
+  s.seed = 99;
+  s.experts = 20;
+  model::write_tiny_checkpoint(s, other.str());
+  store::PrepareOptions opt;
+  opt.homes.push_back(store::parse_home_spec(home(0)));
+  opt.measure = false;
+  try {
+    store::prepare_experts(other.str(), opt);
+    FAIL() << "a home holding another model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, PrepareResumesWithoutRewritingFinishedFiles) {
+  auto m1 = prepare(2);
+  std::map<std::string, fs::file_time_type> times;
+  for (const auto& e : fs::recursive_directory_iterator(dir_.str()))
+    if (e.path().extension() == ".bin") times[e.path()] = fs::last_write_time(e.path());
+  ASSERT_FALSE(times.empty());
+  // An interrupted run leaves a temporary file and misses a layer file.
+  auto victim = times.begin()->first;
+  fs::remove(victim);
+  std::ofstream(victim + ".tmp") << "partial";
+  auto m2 = prepare(2);
+  EXPECT_TRUE(fs::exists(victim));
+  for (const auto& [path, t] : times) {
+    if (path != victim) {
+      EXPECT_EQ(fs::last_write_time(path), t) << path;
+    }
+  }
+  for (size_t l = 0; l < m1.holders.size(); ++l)
+    for (size_t e = 0; e < m1.holders[l].size(); ++e)
+      for (size_t h = 0; h < m1.holders[l][e].size(); ++h) EXPECT_EQ(m1.holders[l][e][h].xxh3, m2.holders[l][e][h].xxh3);
+}
+
+TEST_F(StoreTest, PlacementBalancesEachLayerAcrossHomes) {
+  auto m = prepare(3);
+  for (size_t l = 0; l < m.holders.size(); ++l) {
+    if (m.holders[l].empty()) continue;
+    std::vector<int> per_home(3, 0);
+    for (const auto& hs : m.holders[l]) per_home[size_t(hs[0].home)] += 1;
+    EXPECT_LE(*std::max_element(per_home.begin(), per_home.end()) - *std::min_element(per_home.begin(), per_home.end()), 1)
+        << "layer " << l;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
