@@ -132,6 +132,7 @@ int run(const RunArgs& a) {
   } else {
     std::printf("\n");
   }
+  std::fflush(stdout);
   if (a.stats) {
     double decode_tokens = double(r.generated.size() > 0 ? r.generated.size() - 1 : 0);
     std::fprintf(stderr, "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s\n",
