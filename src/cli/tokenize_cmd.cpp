@@ -54,6 +54,18 @@ std::string read_stdin() {
   return buf.str();
 }
 
+void read_chat_options(const tokenizer::ChatJson& doc, tokenizer::ChatOptions& opt) {
+  using tokenizer::ChatJson;
+  opt.tools = doc.value("tools", ChatJson());
+  opt.add_generation_prompt = doc.value("add_generation_prompt", true);
+  opt.thinking = doc.value("enable_thinking", doc.value("thinking", true));
+  opt.thinking_effort = doc.value("thinking_effort", doc.value("reasoning_effort", std::string()));
+  opt.tool_choice = doc.value("tool_choice", std::string());
+  opt.response_format = doc.value("response_format", ChatJson());
+  opt.default_effort_message = doc.value("default_effort_message", true);
+  opt.empty_think_in_history = doc.value("empty_think_in_history", true);
+}
+
 // Chat file: an array of messages, or {"messages": [...], "tools", "add_generation_prompt",
 // "enable_thinking" | "thinking", "thinking_effort" | "reasoning_effort", "tool_choice", "response_format"}.
 tokenizer::RenderedChat render_chat_file(const tokenizer::Tokenizer& tok, const std::string& path,
@@ -66,14 +78,11 @@ tokenizer::RenderedChat render_chat_file(const tokenizer::Tokenizer& tok, const 
   if (doc.is_object()) {
     SLUICE_CHECK(doc.contains("messages"), path, ": object form needs a 'messages' array");
     messages = doc["messages"];
-    opt.tools = doc.value("tools", ChatJson());
-    opt.add_generation_prompt = doc.value("add_generation_prompt", true);
-    opt.thinking = doc.value("enable_thinking", doc.value("thinking", true));
-    opt.thinking_effort = doc.value("thinking_effort", doc.value("reasoning_effort", std::string()));
-    opt.tool_choice = doc.value("tool_choice", std::string());
-    opt.response_format = doc.value("response_format", ChatJson());
-    opt.default_effort_message = doc.value("default_effort_message", true);
-    opt.empty_think_in_history = doc.value("empty_think_in_history", true);
+    try {
+      read_chat_options(doc, opt);
+    } catch (const nlohmann::json::exception& e) {
+      fail(path, ": a chat option has the wrong JSON type: ", e.what());
+    }
   }
   std::optional<tokenizer::ChatFormat> format;
   if (format_name == "k3") format = tokenizer::ChatFormat::kimi_k3;

@@ -145,8 +145,13 @@ RenderedChat render_chat(const Tokenizer& tok, ChatFormat format, const ChatJson
     SLUICE_CHECK(messages[i].contains("role") && messages[i]["role"].is_string(), "chat: messages[", i,
                  "].role must be a string");
   }
-  return format == ChatFormat::kimi_k3 ? chat_detail::render_k3(tok, messages, options)
-                                       : chat_detail::render_qwen3(tok, messages, options);
+  try {
+    return format == ChatFormat::kimi_k3 ? chat_detail::render_k3(tok, messages, options)
+                                         : chat_detail::render_qwen3(tok, messages, options);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of an unexpected JSON type somewhere in the messages or options.
+    fail("chat: malformed messages or options: ", e.what());
+  }
 }
 
 }  // namespace sluice::tokenizer

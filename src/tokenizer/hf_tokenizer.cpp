@@ -281,7 +281,8 @@ class HfTokenizer final : public Tokenizer {
     pieces.assign(1, {0, text.size()});
     for (const auto& split : splits_) {
       next.clear();
-      for (auto [b, e] : pieces) {
+      for (const auto& range : pieces) {
+        size_t b = range.first, e = range.second;  // plain locals: clang 14 cannot capture bindings
         std::string_view piece = text.substr(b, e - b);
         size_t last = 0;
         split->for_each_match(piece, [&](size_t mb, size_t me) {
@@ -326,7 +327,11 @@ class HfTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer_json_bytes(std::string_view data, const std::string& name) {
-  return std::make_unique<HfTokenizer>(data, name);
+  try {
+    return std::make_unique<HfTokenizer>(data, name);
+  } catch (const nlohmann::json::exception& e) {
+    fail(name, ": unexpected JSON type: ", e.what());
+  }
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json_file(const std::string& path) {

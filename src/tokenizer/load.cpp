@@ -43,7 +43,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
     TiktokenOptions options;
     options.pattern = TiktokenPattern::kimi_k3;
     fs::path config = dir / "tokenizer_config.json";
-    if (fs::is_regular_file(config, ec)) options.specials = read_added_tokens_decoder(config.string());
+    if (fs::is_regular_file(config, ec)) {
+      try {
+        options.specials = read_added_tokens_decoder(config.string());
+      } catch (const nlohmann::json::exception& e) {
+        fail(config.string(), ": unexpected JSON type: ", e.what());
+      }
+    }
     return load_tiktoken_file((dir / "tiktoken.model").string(), options);
   }
   if (fs::is_regular_file(dir / "tokenizer.json", ec)) return load_tokenizer_json_file((dir / "tokenizer.json").string());

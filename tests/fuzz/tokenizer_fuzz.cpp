@@ -1,0 +1,140 @@
+// libFuzzer target for the tokenizers: encode/decode must round-trip any bytes (invalid UTF-8 and
+// NUL included) for every pre-tokenizer; the stream decoder must agree with the one-shot lossy
+// decode; NFC must be idempotent; rank files, tokenizer.json and chat messages built from the input
+// may only load/render or throw sluice::Error; reply parsing of arbitrary ids must not crash.
+// fuzz-sources: src/tokenizer/utf8.cpp src/tokenizer/byte_pair.cpp src/tokenizer/regex_splitter.cpp
+// fuzz-sources: src/tokenizer/tiktoken_bpe.cpp src/tokenizer/token_table.cpp src/tokenizer/hf_tokenizer.cpp
+// fuzz-sources: src/tokenizer/unicode_nfc.cpp src/tokenizer/unicode_nfc_data.cpp src/tokenizer/chat_common.cpp
+// fuzz-sources: src/tokenizer/chat_k3.cpp src/tokenizer/chat_qwen3.cpp src/tokenizer/chat_parse.cpp
+// fuzz-libs: -lpcre2-8
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_nfc.h"
+#include "tokenizer/utf8.h"
+
+namespace {
+using namespace sluice::tokenizer;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+std::string b64(const std::string& s) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 3) {
+    uint32_t w = uint32_t(uint8_t(s[i])) << 16;
+    if (i + 1 < s.size()) w |= uint32_t(uint8_t(s[i + 1])) << 8;
+    if (i + 2 < s.size()) w |= uint8_t(s[i + 2]);
+    out += a[(w >> 18) & 63];
+    out += a[(w >> 12) & 63];
+    out += i + 1 < s.size() ? a[(w >> 6) & 63] : '=';
+    out += i + 2 < s.size() ? a[w & 63] : '=';
+  }
+  return out;
+}
+
+// All bytes plus merges that make multi-byte tokens (ASCII pairs, common UTF-8 prefixes).
+std::string rank_file() {
+  std::string out;
+  int rank = 0;
+  for (int b = 0; b < 256; ++b) out += b64(std::string(1, char(b))) + " " + std::to_string(rank++) + "\n";
+  for (const char* m : {"ab", "abc", " t", "he", " the", "  ", "    ", "\n\n", "\xE4\xB8", "\xE4\xB8\xAD", "12", "123",
+                        "'s", "e\xCC", "e\xCC\x81", "\xF0\x9F"})
+    out += b64(m) + " " + std::to_string(rank++) + "\n";
+  return out;
+}
+
+struct Fixture {
+  std::vector<std::unique_ptr<Tokenizer>> tiktoken;
+  std::unique_ptr<Tokenizer> k3;
+  Fixture() {
+    for (auto p : {TiktokenPattern::kimi_k3, TiktokenPattern::cl100k_base, TiktokenPattern::o200k_base}) {
+      TiktokenOptions opt;
+      opt.pattern = p;
+      tiktoken.push_back(load_tiktoken_bytes(rank_file(), "fuzz.tiktoken", opt));
+    }
+    TiktokenOptions opt;
+    int32_t n = 256 + 16;
+    opt.specials = {{n + 2, "<|end_of_msg|>", true}, {n + 3, "<|open|>", true}, {n + 4, "<|close|>", true},
+                    {n + 5, "<|sep|>", true}};
+    k3 = load_tiktoken_bytes(rank_file(), "fuzz-k3.tiktoken", opt);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Fixture fx;
+  if (size == 0) return 0;
+  const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 6) {
+    case 0:
+    case 1: {
+      for (const auto& tok : fx.tiktoken) {
+        std::vector<int32_t> ids = tok->encode(input);
+        check(tok->decode(ids) == input);
+      }
+      std::string norm;
+      if (utf8_is_valid(input) && nfc_normalize(input, norm)) {
+        std::string again;
+        check(!nfc_normalize(norm, again));
+      }
+      break;
+    }
+    case 2: {
+      Utf8StreamDecoder dec;
+      std::string streamed;
+      size_t step = 1 + (input.empty() ? 0 : uint8_t(input[0]) % 5);
+      for (size_t i = 0; i < input.size(); i += step) streamed += dec.push(std::string_view(input).substr(i, step));
+      streamed += dec.finish();
+      check(streamed == utf8_replace_invalid(input));
+      check(utf8_is_valid(streamed));
+      break;
+    }
+    case 3: {
+      try {
+        auto tok = load_tiktoken_bytes(input, "fuzz-input.tiktoken", {});
+        check(tok->decode(tok->encode("fuzz the text 123")) == "fuzz the text 123");
+      } catch (const sluice::Error&) {
+      }
+      break;
+    }
+    case 4: {
+      try {
+        auto tok = load_tokenizer_json_bytes(input, "fuzz-input.json");
+        (void)tok->encode("fuzz the text 123");
+      } catch (const sluice::Error&) {
+      }
+      break;
+    }
+    default: {
+      ChatJson messages = ChatJson::parse(input, nullptr, false);
+      if (!messages.is_discarded()) {
+        for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3}) {
+          try {
+            (void)render_chat(*fx.k3, f, messages);
+          } catch (const sluice::Error&) {
+          }
+        }
+      }
+      std::vector<int32_t> ids;
+      for (unsigned char c : input) ids.push_back(c % 2 ? int32_t(256 + 16 + (c >> 1) % 6) : int32_t(c));
+      ParsedReply r = parse_k3_reply(*fx.k3, ids, input.size() % 2);
+      (void)r;
+      (void)parse_qwen3_reply(input, input.size() % 2);
+      ReplyStream s(*fx.k3, ChatFormat::kimi_k3, true);
+      for (int32_t id : ids) (void)s.push(std::span<const int32_t>(&id, 1));
+      (void)s.finish();
+    }
+  }
+  return 0;
+}
