@@ -227,9 +227,9 @@ TEST(KernelMatmul, MatchesScalarOnK3ExpertShapes) {
   }
 }
 
-// Rows whose scales reach 253 or 254 (where an E2M1 value times the scale can overflow) take a
-// different AVX-512 path than their neighbours, and rows with scale bytes 1 and 2 have subnormal
-// scaled weights; all must agree with scalar, and none may change its neighbours' results.
+// Rows whose scales reach 253 or 254 (where an E2M1 value times the scale overflows fp32) and
+// rows with scale bytes 1 and 2 (subnormal scaled weights) sit next to ordinary rows in one tile;
+// all must agree with scalar, and none may change its neighbours' results.
 TEST(KernelMatmul, Mxfp4ExtremeScaleRowsMatchScalar) {
   std::mt19937_64 rng(test_seed() + 3);
   const int64_t rows = 13, cols = 192, blocks = cols / 32, n = 6;

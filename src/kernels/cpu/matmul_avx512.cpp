@@ -16,6 +16,7 @@
 #include <cpuid.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/arena.h"
 #include "core/dtype.h"
@@ -30,6 +31,14 @@ constexpr int kRowTile = 4;
 constexpr int kVecTile = 4;
 
 inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
+
+// The weights stream from DRAM once per call: each tile prefetches the same columns of the next
+// row tile (a few KiB ahead), which the hardware prefetchers alone do not keep up with while the
+// loop is busy decoding. Prefetches past the matrix are harmless (they never fault).
+template <typename T>
+inline void prefetch_ahead(const T* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+}
 
 // Fixed 16-lane reduction tree: 256-bit halves, 128-bit quarters, pairs, the last two.
 inline float reduce16(__m512 v) {
@@ -64,7 +73,10 @@ void dense_tile(const T* w, int64_t cols, const float* x, int64_t ldx, float* y,
   for (; c + 16 <= cols; c += 16) {
     __m512 wv[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) wv[r] = load16(w + r * cols + c);
+    for (int r = 0; r < R; ++r) {
+      wv[r] = load16(w + r * cols + c);
+      prefetch_ahead(w + (R + r) * cols + c);
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < N; ++i) {
       __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
@@ -120,79 +132,115 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 }
 
 // ---- MXFP4 ----
-// A 32-column block is 16 bytes; zero-extending them to 16 dword lanes puts byte j (columns 2j and
-// 2j+1) in lane j, and vpermps reads only the low 4 bits of each lane, so the low nibbles index
-// the E2M1 table directly and the high nibbles after one shift. The activations are therefore
-// de-interleaved once per call into [even 16 | odd 16] per block.
-//
-// The block's scale is applied to the 16-entry table (E2M1 value x 2^(e-127) is exact for every
-// e in 1..252), so each vector costs two FMAs per block. For e >= 253 that product can overflow
-// where the scalar's Σ(w·x)·2^(e-127) would not, so a row holding such a scale takes the
-// scale-after-sum path instead; the choice depends only on the row, keeping batch invariance.
-constexpr uint8_t kPrescaleMaxScale = 252;
+// Work goes in chunks of 4 blocks (128 columns, 64 bytes of codes per row). Read as 32 words,
+// nibble s of word j is column 4j+s; after a right shift by 4s it sits in the word's low bits,
+// and one vpermw looks all 32 up in a table of the E2M1 values as bf16 (exact; the table is the
+// 16 values twice because vpermw reads 5 index bits). Each dword then holds two bf16 weights,
+// widened exactly by a 16-bit shift (low word: column 8d+s) and a mask (high word: column
+// 8d+4+s). The activations are permuted once per call to match, so per chunk and vector the
+// work is 8 FMAs into two partial sums, their sum, and one FMA that applies the four block
+// scales (lanes 4b..4b+3 belong to block b): Σ(w·x)·2^(e-127) per block, like the scalar kernel,
+// so no scale byte can overflow where scalar would not. One vpermw per 32 weights matters: on
+// Zen 4 shuffles compete with FMAs, and this is the cheapest decode per FMA we found.
+constexpr int64_t kChunkCols = 128;
+constexpr int64_t kChunkBlocks = kChunkCols / 32;
 
-void deinterleave_blocks(const float* x, int64_t cols, float* out) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int64_t c = 0; c < cols; c += 32) {
-    __m512 a = _mm512_loadu_ps(x + c), b = _mm512_loadu_ps(x + c + 16);
-    _mm512_store_ps(out + c, _mm512_permutex2var_ps(a, even, b));
-    _mm512_store_ps(out + c + 16, _mm512_permutex2var_ps(a, odd, b));
+// bf16 bit patterns of the 16 E2M1 values (low nibble = code), duplicated for the 5-bit index.
+alignas(64) constexpr uint16_t kE2M1Bf16x2[32] = {
+    0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+    0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0,
+    0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+    0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
+
+inline int64_t padded_cols(int64_t cols) { return (cols + kChunkCols - 1) / kChunkCols * kChunkCols; }
+
+// x -> per chunk 8 vectors of 16: vector 2s+h, lane d = x[8d + 4h + s]; zero past cols.
+void permute_activations(const float* x, int64_t cols, float* out) {
+  alignas(64) static const int32_t index[8][16] = {
+      {0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120},
+      {4, 12, 20, 28, 36, 44, 52, 60, 68, 76, 84, 92, 100, 108, 116, 124},
+      {1, 9, 17, 25, 33, 41, 49, 57, 65, 73, 81, 89, 97, 105, 113, 121},
+      {5, 13, 21, 29, 37, 45, 53, 61, 69, 77, 85, 93, 101, 109, 117, 125},
+      {2, 10, 18, 26, 34, 42, 50, 58, 66, 74, 82, 90, 98, 106, 114, 122},
+      {6, 14, 22, 30, 38, 46, 54, 62, 70, 78, 86, 94, 102, 110, 118, 126},
+      {3, 11, 19, 27, 35, 43, 51, 59, 67, 75, 83, 91, 99, 107, 115, 123},
+      {7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95, 103, 111, 119, 127}};
+  for (int64_t c = 0; c < cols; c += kChunkCols) {
+    const int64_t valid = std::min<int64_t>(kChunkCols, cols - c);
+    for (int v = 0; v < 8; ++v) {
+      __m512i idx = _mm512_load_si512(index[v]);
+      __mmask16 in = _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(int32_t(valid)));
+      _mm512_store_ps(out + c + v * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, idx, x + c, 4));
+    }
   }
 }
 
-bool row_prescalable(const uint8_t* scales, int64_t blocks) {
-  const __m512i limit = _mm512_set1_epi8(char(kPrescaleMaxScale));
-  for (int64_t b = 0; b < blocks; b += 64) {
-    __mmask64 m = blocks - b >= 64 ? ~__mmask64(0) : (__mmask64(1) << (blocks - b)) - 1;
-    __m512i s = _mm512_maskz_loadu_epi8(m, scales + b);
-    if (_mm512_mask_cmpgt_epu8_mask(m, s, limit)) return false;
+struct ChunkWeights {
+  __m512 w[8];  // w[2s+h] matches activation vector 2s+h
+};
+
+inline ChunkWeights decode_chunk(__m512i raw, __m512i table) {
+  const __m512i high_word = _mm512_set1_epi32(int32_t(0xffff0000u));
+  ChunkWeights cw;
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    __m512i idx = s == 0 ? raw : _mm512_srli_epi16(raw, unsigned(4 * s));
+    __m512i pairs = _mm512_permutexvar_epi16(idx, table);
+    cw.w[2 * s] = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+    cw.w[2 * s + 1] = _mm512_castsi512_ps(_mm512_and_si512(pairs, high_word));
   }
-  return true;
+  return cw;
 }
 
-// Up to 16 scale bytes -> 2^(e-127) as floats (the E8M0 byte is the float's exponent field).
-inline void scales_to_f32(const uint8_t* s, int64_t count, float* out) {
-  __m128i bytes = _mm_maskz_loadu_epi8(tail_mask(count), s);
-  _mm512_store_ps(out, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 23)));
+// The chunk's 4 scale bytes -> 2^(e-127) in lanes 4b..4b+3 (an E8M0 byte is a float's exponent
+// field): broadcast the 4 bytes as one dword, rotate byte b into bits 30..23, mask. Blocks past
+// the end of the row read as scale 0 (their weights and activations are 0 too).
+inline __m512 chunk_scales(const uint8_t* s, int64_t valid_blocks) {
+  const __m512i rotate = _mm512_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15, 7, 7, 7, 7, 31, 31, 31, 31);
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  __m512i four;
+  if (valid_blocks >= kChunkBlocks) {
+    uint32_t bytes;
+    std::memcpy(&bytes, s, 4);
+    four = _mm512_set1_epi32(int32_t(bytes));
+  } else {
+    four = _mm512_broadcastd_epi32(_mm_maskz_loadu_epi8(tail_mask(valid_blocks), s));
+  }
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(four, rotate), exponent));
 }
 
-inline __m512i block_codes(const uint8_t* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Prescaled path: table·2^(e-127), then acc += w_even·x_even; acc += w_odd·x_odd per block.
+// y[i*ldy + r] for R rows and N vectors; xp holds the permuted activations, stride pcols.
 template <int R, int N>
-void mxfp4_tile_prescaled(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd,
-                          int64_t cols, float* y, int64_t ldy) {
-  const __m512 table = _mm512_loadu_ps(kE2M1Values);
+void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, float* y,
+                int64_t ldy) {
+  const int64_t blocks = cols / 32, row_bytes = cols / 2;
+  const __m512i table = _mm512_load_si512(kE2M1Bf16x2);
   __m512 acc[R][N];
 #pragma GCC unroll 16
   for (int k = 0; k < R * N; ++k) acc[k / N][k % N] = _mm512_setzero_ps();
-  alignas(64) float sc[R][16];
-  for (int64_t g = 0; g < blocks; g += 16) {
-    const int64_t count = std::min<int64_t>(16, blocks - g);
+  for (int64_t b = 0; b < blocks; b += kChunkBlocks) {
+    const int64_t valid_blocks = std::min<int64_t>(kChunkBlocks, blocks - b);
+    const float* xq = xp + b * 32;
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) scales_to_f32(scales + r * blocks + g, count, sc[r]);
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t b = g + j;
-      __m512 lo[R], hi[R];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(sc[r][j]));
-        __m512i codes = block_codes(packed + r * (cols / 2) + b * 16);
-        lo[r] = _mm512_permutexvar_ps(codes, t);
-        hi[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), t);
-      }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* src = packed + r * row_bytes + b * 16;
+      prefetch_ahead(src + R * row_bytes);
+      if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
+      __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src)
+                                                 : _mm512_maskz_loadu_epi8((__mmask64(1) << (valid_blocks * 16)) - 1, src);
+      const ChunkWeights cw = decode_chunk(raw, table);
+      const __m512 scale = chunk_scales(scales + r * blocks + b, valid_blocks);
 #pragma GCC unroll 4
       for (int i = 0; i < N; ++i) {
-        __m512 xe = _mm512_load_ps(xd + i * cols + b * 32);
-        __m512 xo = _mm512_load_ps(xd + i * cols + b * 32 + 16);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          acc[r][i] = _mm512_fmadd_ps(lo[r], xe, acc[r][i]);
-          acc[r][i] = _mm512_fmadd_ps(hi[r], xo, acc[r][i]);
+        const float* xv = xq + i * pcols;
+        __m512 even = _mm512_mul_ps(cw.w[0], _mm512_load_ps(xv));
+        __m512 odd = _mm512_mul_ps(cw.w[1], _mm512_load_ps(xv + 16));
+#pragma GCC unroll 3
+        for (int s = 1; s < 4; ++s) {
+          even = _mm512_fmadd_ps(cw.w[2 * s], _mm512_load_ps(xv + 32 * s), even);
+          odd = _mm512_fmadd_ps(cw.w[2 * s + 1], _mm512_load_ps(xv + 32 * s + 16), odd);
         }
+        acc[r][i] = _mm512_fmadd_ps(_mm512_add_ps(even, odd), scale, acc[r][i]);
       }
     }
   }
@@ -200,72 +248,32 @@ void mxfp4_tile_prescaled(const uint8_t* packed, const uint8_t* scales, int64_t 
   for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
 }
 
-// Scale-after-sum path for one row (rows with extreme scales; never on the hot path).
-template <int N>
-void mxfp4_row_postscaled(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd, int64_t cols,
-                          float* y, int64_t ldy) {
-  const __m512 table = _mm512_loadu_ps(kE2M1Values);
-  __m512 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m512 s = _mm512_set1_ps(e8m0_to_f32(scales[b]));
-    __m512i codes = block_codes(packed + b * 16);
-    __m512 lo = _mm512_permutexvar_ps(codes, table);
-    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), table);
-    for (int i = 0; i < N; ++i) {
-      __m512 part = _mm512_mul_ps(lo, _mm512_load_ps(xd + i * cols + b * 32));
-      part = _mm512_fmadd_ps(hi, _mm512_load_ps(xd + i * cols + b * 32 + 16), part);
-      acc[i] = _mm512_fmadd_ps(part, s, acc[i]);
-    }
-  }
-  for (int i = 0; i < N; ++i) y[i * ldy] = reduce16(acc[i]);
-}
-
 template <int R>
-void mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd, int64_t cols, int64_t n,
+void mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, int64_t n,
                 float* y, int64_t ldy) {
   int64_t i = 0;
   for (; i + kVecTile <= n; i += kVecTile)
-    mxfp4_tile_prescaled<R, kVecTile>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy);
+    mxfp4_tile<R, kVecTile>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy);
   switch (n - i) {
-    case 3: mxfp4_tile_prescaled<R, 3>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy); break;
-    case 2: mxfp4_tile_prescaled<R, 2>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy); break;
-    case 1: mxfp4_tile_prescaled<R, 1>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy); break;
+    case 3: mxfp4_tile<R, 3>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
+    case 2: mxfp4_tile<R, 2>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
+    case 1: mxfp4_tile<R, 1>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
     default: break;
   }
 }
 
-void mxfp4_row_any(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd, int64_t cols,
-                   int64_t n, float* y, int64_t ldy) {
-  if (row_prescalable(scales, blocks)) {
-    mxfp4_rows<1>(packed, scales, blocks, xd, cols, n, y, ldy);
-    return;
-  }
-  int64_t i = 0;
-  for (; i + 2 <= n; i += 2) mxfp4_row_postscaled<2>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy);
-  if (i < n) mxfp4_row_postscaled<1>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy);
-}
-
 void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                          int64_t r1) {
-  const int64_t cols = w.cols, blocks = cols / 32;
+  const int64_t cols = w.cols, blocks = cols / 32, pcols = padded_cols(cols);
   thread_local FloatBuffer scratch;
-  float* xd = scratch.resize(size_t(n * cols));
-  for (int64_t i = 0; i < n; ++i) deinterleave_blocks(x + i * ldx, cols, xd + i * cols);
+  float* xp = scratch.resize(size_t(n * pcols));
+  for (int64_t i = 0; i < n; ++i) permute_activations(x + i * ldx, cols, xp + i * pcols);
 
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
   int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile) {
-    bool prescalable = true;
-    for (int k = 0; k < kRowTile; ++k) prescalable = prescalable && row_prescalable(w.scales + (r + k) * blocks, blocks);
-    if (prescalable) {
-      mxfp4_rows<kRowTile>(P + r * (cols / 2), w.scales + r * blocks, blocks, xd, cols, n, y + r, ldy);
-    } else {
-      for (int k = 0; k < kRowTile; ++k)
-        mxfp4_row_any(P + (r + k) * (cols / 2), w.scales + (r + k) * blocks, blocks, xd, cols, n, y + r + k, ldy);
-    }
-  }
-  for (; r < r1; ++r) mxfp4_row_any(P + r * (cols / 2), w.scales + r * blocks, blocks, xd, cols, n, y + r, ldy);
+  for (; r + kRowTile <= r1; r += kRowTile)
+    mxfp4_rows<kRowTile>(P + r * (cols / 2), w.scales + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), w.scales + r * blocks, cols, xp, pcols, n, y + r, ldy);
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".

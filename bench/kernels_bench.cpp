@@ -1,0 +1,275 @@
+// Single-core weight-product benchmarks on the Kimi K3 routed-expert shapes (MXFP4 and BF16,
+// [3072, 3584] and [3584, 3072]), reported as weight bytes per second next to a memory-read floor
+// measured between the same calls on buffers of the same size, and as the ratio of the two.
+//
+// Every timed call reads a different copy of the weights, cycling through more than 256 MiB, so
+// that the weights come from DRAM as routed experts do rather than from the L3. The floor streams
+// through its own 256 MiB buffer the same way, one weight-sized chunk after every call.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/dtype.h"
+#include "kernels/cpu/kernels.h"
+
+namespace {
+
+using sluice::kernels::Isa;
+using sluice::kernels::Weight;
+using sluice::kernels::WeightType;
+
+constexpr size_t kSweepBytes = size_t(256) << 20;  // far above L3, so every read comes from DRAM
+
+using Buffer = std::unique_ptr<std::byte[], sluice::AlignedFree>;
+
+uint64_t next_random(uint64_t& s) {  // xorshift64*: filling hundreds of MiB must be quick
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545f4914f6cdd1dull;
+}
+
+// Copies of one weight matrix with random contents (MXFP4 scales near 2^0, bf16 ~ N(0,1)-sized).
+struct WeightSet {
+  std::vector<Buffer> data, scales;
+  std::vector<Weight> copies;
+  size_t bytes_per_copy = 0;
+};
+
+WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
+  WeightSet set;
+  const size_t data_bytes = type == WeightType::MXFP4 ? size_t(rows * cols / 2) : size_t(rows * cols * 2);
+  const size_t scale_bytes = type == WeightType::MXFP4 ? size_t(rows * cols / 32) : 0;
+  set.bytes_per_copy = data_bytes + scale_bytes;
+  const size_t count = std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (size_t k = 0; k < count; ++k) {
+    set.data.push_back(sluice::allocate_touched(data_bytes));
+    auto* d = reinterpret_cast<uint8_t*>(set.data.back().get());
+    if (type == WeightType::MXFP4) {
+      for (size_t i = 0; i < data_bytes; i += 8) {
+        uint64_t v = next_random(s);
+        std::memcpy(d + i, &v, std::min<size_t>(8, data_bytes - i));
+      }
+      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      auto* sc = reinterpret_cast<uint8_t*>(set.scales.back().get());
+      for (size_t i = 0; i < scale_bytes; ++i) sc[i] = uint8_t(117 + next_random(s) % 21);
+    } else {
+      auto* h = reinterpret_cast<uint16_t*>(d);
+      for (size_t i = 0; i < size_t(rows * cols); ++i) {
+        // Sign, exponent 2^-3..2^0 and a random 7-bit mantissa: ordinary weight magnitudes.
+        uint64_t v = next_random(s);
+        h[i] = uint16_t((v & 0x8000) | ((124 + (v >> 16) % 4) << 7) | ((v >> 24) & 0x7f));
+      }
+    }
+    Weight w;
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = d;
+    w.scales = type == WeightType::MXFP4 ? reinterpret_cast<const uint8_t*>(set.scales.back().get()) : nullptr;
+    set.copies.push_back(w);
+  }
+  return set;
+}
+
+// ---- the floor: a streaming sum over the sweep buffer with the widest loads the CPU has ----
+
+__attribute__((target("avx512f"))) uint64_t stream_sum_avx512(const std::byte* p, size_t bytes) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t sum = 0;
+  for (uint64_t v : lanes) sum += v;
+  return sum;
+}
+
+__attribute__((target("avx2"))) uint64_t stream_sum_avx2(const std::byte* p, size_t bytes) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= bytes; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+uint64_t stream_sum(const std::byte* p, size_t bytes) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return stream_sum_avx512(p, bytes);
+  if (avx2) return stream_sum_avx2(p, bytes);
+  uint64_t sum = 0;
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    sum += v;
+  }
+  return sum;
+}
+
+const std::byte* sweep_buffer() {
+  static Buffer buffer = [] {
+    Buffer b = sluice::allocate_touched(kSweepBytes + (size_t(64) << 20));
+    auto* u = reinterpret_cast<uint8_t*>(b.get());
+    for (size_t i = 0; i < kSweepBytes; i += 4096) u[i] = uint8_t(i >> 12);
+    return b;
+  }();
+  return buffer.get();
+}
+
+// Reads the next `bytes` of the sweep buffer (wrapping) and returns the seconds it took.
+class FloorReader {
+ public:
+  explicit FloorReader(size_t bytes) : chunk_(bytes / 256 * 256), chunks_(kSweepBytes / chunk_ + 1) {}
+  double read_next() {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(stream_sum(sweep_buffer() + k_ * chunk_, chunk_));
+    const auto t1 = std::chrono::steady_clock::now();
+    k_ = (k_ + 1) % chunks_;
+    return std::chrono::duration<double>(t1 - t0).count();
+  }
+  size_t chunk() const { return chunk_; }
+
+ private:
+  size_t chunk_, chunks_, k_ = 0;
+};
+
+// ---- the kernels ----
+
+WeightSet& weight_set(WeightType type, int64_t rows, int64_t cols) {
+  static std::map<std::tuple<int, int64_t, int64_t>, WeightSet> sets;
+  auto key = std::make_tuple(int(type), rows, cols);
+  auto it = sets.find(key);
+  if (it == sets.end()) {
+    sets.clear();  // one set alive at a time keeps the footprint near 300 MiB
+    it = sets.emplace(key, make_weight_set(type, rows, cols)).first;
+  }
+  return it->second;
+}
+
+double median(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Each iteration times one product on the next weight copy, then one floor read of the same
+// number of bytes from the sweep buffer (A/B alternation at the finest grain, so both see the
+// same machine load). The benchmark's time is the product's; the counters compare medians of
+// the per-call times, which other processes on a shared machine disturb least.
+void kernel_bench(benchmark::State& state, const Isa* isa, WeightType type, int64_t rows, int64_t cols, int64_t n) {
+  WeightSet& set = weight_set(type, rows, cols);
+  std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
+  uint64_t s = 12345;
+  for (float& v : x) v = float(int64_t(next_random(s) % 2001) - 1000) / 1000.0f;
+  FloorReader floor(set.bytes_per_copy);
+  std::vector<double> kernel_seconds, floor_seconds;
+  size_t k = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sluice::kernels::linear_on(*isa, set.copies[k], x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(t);
+    kernel_seconds.push_back(t);
+    floor_seconds.push_back(floor.read_next());
+    k = (k + 1) % set.copies.size();
+  }
+  const double kernel_rate = double(set.bytes_per_copy) / median(kernel_seconds);
+  const double floor_rate = double(floor.chunk()) / median(floor_seconds);
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.bytes_per_copy));
+  state.counters["MACs"] =
+      benchmark::Counter(double(state.iterations()) * double(rows * cols * n), benchmark::Counter::kIsRate);
+  state.counters["weight_GBps"] = kernel_rate / 1e9;
+  state.counters["floor_GBps"] = floor_rate / 1e9;
+  state.counters["ratio"] = kernel_rate / floor_rate;
+}
+
+// ---- the summary: each kernel's bytes/s over the mean of its group's two floor runs ----
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      auto get = [&](const char* key) {
+        auto it = run.counters.find(key);
+        return it == run.counters.end() ? -1.0 : double(it->second.value);
+      };
+      if (get("ratio") < 0) continue;
+      rows_.push_back({run.benchmark_name(), get("weight_GBps"), get("floor_GBps"), get("ratio")});
+    }
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\nWeight bytes/s vs the memory-read floor measured between the same calls (single core):\n");
+    std::printf("%-40s %12s %12s %7s\n", "kernel", "GB/s (1e9)", "floor GB/s", "ratio");
+    for (const Row& r : rows_) std::printf("%-40s %12.2f %12.2f %7.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio);
+    std::fflush(stdout);
+  }
+
+ private:
+  struct Row {
+    std::string name;
+    double rate, floor, ratio;
+  };
+  std::vector<Row> rows_;
+};
+
+const char* type_tag(WeightType t) { return t == WeightType::MXFP4 ? "mxfp4" : t == WeightType::BF16 ? "bf16" : "f32"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  __builtin_cpu_init();
+  benchmark::Initialize(&argc, argv);
+  const std::vector<const Isa*> isas = sluice::kernels::available_isas();
+  const Isa* best = isas.back();
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{3072, 3584}, {3584, 3072}};  // gate/up and down of a K3 routed expert
+  for (WeightType type : {WeightType::MXFP4, WeightType::BF16}) {
+    for (const Shape& sh : shapes) {
+      const std::string group = std::string(type_tag(type)) + "_" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+      for (const Isa* isa : isas) {
+        std::vector<int64_t> batches{1};
+        if (isa == best) batches = {1, 2, 4, 8};
+        else if (isa != isas.front()) batches = {1, 4};
+        for (int64_t n : batches) {
+          benchmark::RegisterBenchmark((group + "/" + isa->name + "/n:" + std::to_string(n)).c_str(),
+                                       [=](benchmark::State& st) { kernel_bench(st, isa, type, sh.rows, sh.cols, n); })
+              ->UseManualTime();
+        }
+      }
+    }
+  }
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
