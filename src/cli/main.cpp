@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_run);
   add(sluice::cli::register_make_tiny);
   add(sluice::cli::register_prepare);
+  add(sluice::cli::register_setup);
+  add(sluice::cli::register_verify);
+  add(sluice::cli::register_upgrade);
+  add(sluice::cli::register_warm);
   if (sluice::cli::register_tokenize) add(sluice::cli::register_tokenize);
   if (sluice::cli::register_detokenize) add(sluice::cli::register_detokenize);
   try {

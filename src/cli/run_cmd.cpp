@@ -11,7 +11,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
+#include "fetch/stream_source.h"
 #include "runtime/engine.h"
+#include "runtime/router_trace.h"
 #include "runtime/generate.h"
 
 namespace sluice::cli {
@@ -40,7 +42,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 struct RunArgs {
   runtime::EngineOptions engine;
-  std::string prompt_ids, events;
+  std::string prompt_ids, events, router_trace;
   int64_t max_new = 32, prefill_chunk = 512;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
@@ -73,8 +75,16 @@ int run(const RunArgs& a) {
   runtime::EngineOptions eo = a.engine;
   eo.prefetch = !a.no_prefetch;
   eo.verify_reads = !a.no_verify;
+  // A `sluice setup --stream` install fetches experts it has no local copy of yet from its source.
+  eo.expert_source = fetch::StreamSource::open(eo.model_dir);
   auto engine = runtime::Engine::load(eo);
   auto* model = &engine->model();
+  std::unique_ptr<runtime::RouteRecorder> recorder;
+  if (!a.router_trace.empty()) {
+    recorder = std::make_unique<runtime::RouteRecorder>(model->expert_provider(), a.router_trace,
+                                                        model->config().num_layers, model->config().num_experts);
+    model->set_expert_provider(recorder.get());
+  }
   auto state = model->new_state();
   EventLog events(a.events);
   using clock = std::chrono::steady_clock;
@@ -165,6 +175,8 @@ Action register_run(CLI::App& app) {
   sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
   sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
+  sub->add_option("--router-trace", a->router_trace,
+                  "Record every routed-expert request (layer, experts) as JSON lines, for `sluice warm`");
   sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");
   return [a] { return run(*a); };
 }

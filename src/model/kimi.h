@@ -41,6 +41,7 @@ class KimiModel {
 
   // Replaces the resident expert source (the streaming store plugs in here). Not owned.
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : resident_.get(); }
+  ExpertProvider* expert_provider() const { return experts_; }
 
   // Runs `tokens` at positions st.length().. and advances the state by tokens.size().
   // logits receives [rows, vocab] floats, rows = tokens.size() if all_logits else 1.

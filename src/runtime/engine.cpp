@@ -35,6 +35,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.reader.verify = opt.verify_reads;
     so.reader.queue_depth = opt.queue_depth;
     so.heat_file = store::heat_path(opt.model_dir);
+    so.source = opt.expert_source;
     e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
     e->model_->set_expert_provider(e->store_.get());
   }
@@ -74,6 +75,8 @@ nlohmann::json Engine::stats_json() const {
                   {"prefetch_used", s.prefetch_used},
                   {"prefetch_recall", s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0},
                   {"bytes_read", s.bytes_read},
+                  {"fetched", s.fetched},
+                  {"missing", store_->missing()},
                   {"cache_slots", store_->slots()},
                   {"reader", store_->reader_engine()},
                   {"homes", homes}};
@@ -98,6 +101,11 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
                   (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
                   s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
     o << line;
+    if (s.fetched || store_->missing()) {
+      std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",
+                    (unsigned long long)s.fetched, (unsigned long long)store_->missing());
+      o << line;
+    }
     auto hs = store_->home_stats();
     for (size_t h = 0; h < hs.size(); ++h) {
       std::snprintf(line, sizeof line, "[home %zu] %s reads=%llu bytes=%.1f MB errors=%llu mean=%.2f ms p99=%.2f ms\n", h,

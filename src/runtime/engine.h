@@ -20,6 +20,8 @@ struct EngineOptions {
   std::string reader = "auto";   // auto | io_uring | pread
   bool verify_reads = true;
   int queue_depth = 4;
+  // Fetches experts a streamed install has no local copy of yet (made by src/fetch); may be null.
+  std::shared_ptr<store::ExpertSource> expert_source;
 };
 
 class Engine {

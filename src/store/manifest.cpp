@@ -50,6 +50,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
         char sum[17];
         std::snprintf(sum, sizeof sum, "%016llx", (unsigned long long)h.xxh3);
         list.push_back({{"home", h.home}, {"file", h.file}, {"offset", h.offset}, {"length", h.length}, {"xxh3", sum}});
+        if (!h.local) list.back()["local"] = false;
       }
       experts.push_back(list);
     }
@@ -119,6 +120,7 @@ Manifest read_manifest(const std::string& path, const format::KimiConfig& config
         char* end = nullptr;
         x.xxh3 = std::strtoull(sum.c_str(), &end, 16);
         if (sum.size() != 16 || *end) fail(where, ": xxh3 must be 16 hex digits");
+        x.local = format::get_bool_or(h, "local", true, where);
         hs.push_back(x);
       }
       m.holders[size_t(l)].push_back(std::move(hs));

@@ -1,6 +1,7 @@
 // The expert manifest: which homes (directories, each meant to be its own drive) hold which
 // experts, where (file, offset, length) and with which xxh3 checksum, plus each home's measured
 // read bandwidth. Versioned JSON written atomically; a corrupt or foreign manifest is refused.
+// Version 2 adds `local` per holder: false for an expert of a streamed install not fetched yet.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +12,7 @@
 
 namespace sluice::store {
 
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 2;
 inline constexpr const char* kManifestFormat = "sluice-expert-manifest";
 
 struct Home {
@@ -25,6 +26,7 @@ struct Holder {
   std::string file;  // relative to the home
   uint64_t offset = 0, length = 0;
   uint64_t xxh3 = 0;
+  bool local = true;  // false: the record is not in the home yet (fetched on first use); xxh3 unknown
 };
 
 struct Manifest {

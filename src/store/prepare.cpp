@@ -144,6 +144,10 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+}  // namespace
+
+std::string expert_file(const std::string& model_id, int64_t layer) { return model_id + "/" + layer_file(layer); }
+
 void claim_home(const Home& home, const std::string& model_id) {
   fs::create_directories(home.path);
   std::string marker = home.path + "/sluice-home.json";
@@ -158,6 +162,8 @@ void claim_home(const Home& home, const std::string& model_id) {
   nlohmann::json j = {{"format", "sluice-home"}, {"version", 1}, {"model_id", model_id}};
   format::write_file_atomic(marker, j.dump(2) + "\n");
 }
+
+namespace {
 
 void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
   while (n) {
@@ -250,7 +256,7 @@ Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt
         if (std::find(hs.begin(), hs.end(), h) != hs.end()) held.push_back(e);
       }
       if (held.empty()) continue;
-      const std::string rel = id + "/" + layer_file(l);
+      const std::string rel = expert_file(id, l);
       const std::string path = opt.homes[size_t(h)].path + "/" + rel;
       const uint64_t size = held.size() * layout.slot_bytes;
       std::error_code ec;

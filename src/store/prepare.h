@@ -29,6 +29,11 @@ std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfi
 
 Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt);
 
+// Marks `home` as holding the experts of `model_id` (sluice-home.json); refuses a home of another model.
+void claim_home(const Home& home, const std::string& model_id);
+// The file (relative to a home) that holds a layer's expert records.
+std::string expert_file(const std::string& model_id, int64_t layer);
+
 // Parses "PATH[:CAPACITY]" where CAPACITY is bytes with an optional K/M/G/T suffix.
 Home parse_home_spec(const std::string& spec);
 

@@ -142,7 +142,7 @@ int ExpertReader::pick_holder(Job& j) {
   for (int i = 0; i < int(holders.size()); ++i) {
     if (std::find(j.tried.begin(), j.tried.end(), i) != j.tried.end()) continue;
     int h = holders[size_t(i)].home;
-    if (!healthy_[size_t(h)]) continue;
+    if (!healthy_[size_t(h)] || !holders[size_t(i)].local) continue;  // not fetched yet: nothing to read
     if (inflight_[size_t(h)] >= opt_.queue_depth) {
       busy = true;
       continue;

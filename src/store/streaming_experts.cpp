@@ -20,6 +20,7 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   predicted_.resize(size_t(m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
+  if (opt_.source) opt_.source->adopt(m_);
   reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
 }
 
@@ -36,6 +37,13 @@ StreamingExperts::~StreamingExperts() {
 
 void StreamingExperts::save_heat() const {
   if (!opt_.heat_file.empty()) heat_.save(opt_.heat_file);
+}
+
+uint64_t StreamingExperts::missing() const {
+  uint64_t n = 0;
+  for (const auto& layer : m_.holders)
+    for (const auto& hs : layer) n += !hs.empty() && !hs[0].local;
+  return n;
 }
 
 int StreamingExperts::find(int layer, int expert) const { return where_[size_t(layer * m_.num_experts + expert)]; }
@@ -119,6 +127,7 @@ void StreamingExperts::request(int layer, std::span<const int32_t> experts, std:
       slot_of[i] = s;
     }
   }
+  std::vector<size_t> to_fetch;  // misses with no local copy: fetched from the source below
   for (size_t i = 0; i < experts.size(); ++i) {
     if (slot_of[i] >= 0) continue;
     int s = victim();
@@ -146,12 +155,16 @@ void StreamingExperts::request(int layer, std::span<const int32_t> experts, std:
     assign(s, layer, experts[i]);
     Slot& sl = slots_[size_t(s)];
     sl.pins = 1;
-    sl.ticket = reader_->submit(layer, experts[i], data(s));
+    if (m_.of(layer, experts[i])[0].local)
+      sl.ticket = reader_->submit(layer, experts[i], data(s));
+    else
+      to_fetch.push_back(i);
     counters_.misses += 1;
     counters_.bytes_read += m_.layout.slot_bytes;
     counters_.reads_by_layer[size_t(layer)] += 1;
     slot_of[i] = s;
   }
+  if (!to_fetch.empty()) fetch_missing(layer, experts, slot_of, to_fetch);
   for (size_t i = 0; i < experts.size(); ++i) {
     Slot& sl = slots_[size_t(slot_of[i])];
     if (sl.ticket) {
@@ -173,6 +186,41 @@ void StreamingExperts::request(int layer, std::span<const int32_t> experts, std:
   }
 }
 
+void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts, const std::vector<int>& slot_of,
+                                     const std::vector<size_t>& which) {
+  std::vector<int32_t> ids;
+  std::vector<std::byte*> dst;
+  std::vector<uint64_t> sums(which.size());
+  for (size_t i : which) {
+    ids.push_back(experts[i]);
+    dst.push_back(data(slot_of[i]));
+  }
+  try {
+    if (!opt_.source)
+      fail("expert ", ids[0], " of layer ", layer, " has no local copy yet and no source to fetch it from (",
+           "streamed install without its sluice-source.json?)");
+    opt_.source->fetch(m_, layer, ids, dst, sums);
+  } catch (...) {
+    // Forget the slots of this request (their bytes are not valid) and unpin everything it pinned.
+    for (size_t i : which) {
+      Slot& sl = slots_[size_t(slot_of[i])];
+      where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
+      sl.layer = sl.expert = -1;
+    }
+    for (int s : slot_of)
+      if (s >= 0) slots_[size_t(s)].pins = std::max(0, slots_[size_t(s)].pins - 1);
+    throw;
+  }
+  // From now on these experts are read from their homes and verified against these sums. No
+  // read of them is in flight, so the reader threads never see these holders change.
+  for (size_t k = 0; k < ids.size(); ++k)
+    for (Holder& h : m_.holders[size_t(layer)][size_t(ids[k])]) {
+      h.xxh3 = sums[k];
+      h.local = true;
+    }
+  counters_.fetched += ids.size();
+}
+
 void StreamingExperts::release(int) {
   for (int s : pinned_now_) slots_[size_t(s)].pins -= 1;
   pinned_now_.clear();
@@ -189,6 +237,7 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
   for (int32_t e : pred) {
     if (budget == 0) break;
     if (e < 0 || e >= m_.num_experts || find(layer, e) >= 0) continue;
+    if (!m_.of(layer, e)[0].local) continue;  // fetched from the source only when really used
     int s = victim();
     if (s < 0) break;
     assign(s, layer, e);

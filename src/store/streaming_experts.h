@@ -11,6 +11,7 @@
 
 #include "core/arena.h"
 #include "store/expert_provider.h"
+#include "store/expert_source.h"
 #include "store/heat.h"
 #include "store/manifest.h"
 #include "store/reader.h"
@@ -22,6 +23,8 @@ struct StreamOptions {
   ReaderOptions reader;
   bool prefetch = true;
   std::string heat_file;  // loaded at start, saved by save_heat(); empty = none
+  // Fetches experts whose holders are not local yet (streamed installs); null = all must be local.
+  std::shared_ptr<ExpertSource> source;
 };
 
 struct StoreCounters {
@@ -29,6 +32,7 @@ struct StoreCounters {
   uint64_t prefetch_issued = 0, prefetch_used = 0;
   uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // for recall
   uint64_t bytes_read = 0;
+  uint64_t fetched = 0;  // experts fetched from the source on first use (streamed installs)
   std::vector<uint64_t> reads_by_layer;  // demand + prefetch reads per layer
 };
 
@@ -46,6 +50,7 @@ class StreamingExperts : public ExpertProvider {
   const StoreCounters& counters() const { return counters_; }
   std::vector<HomeStats> home_stats() const { return reader_->stats(); }
   const Manifest& manifest() const { return m_; }
+  uint64_t missing() const;  // experts with no local copy yet (fetched on first use)
   size_t slots() const { return slots_.size(); }
   const char* reader_engine() const { return reader_->engine(); }
   void set_home_delay(int home, double seconds) { reader_->set_home_delay(home, seconds); }
@@ -63,6 +68,9 @@ class StreamingExperts : public ExpertProvider {
   int victim();  // a slot that may be reused now, or -1
   void reap();   // collects finished reads of unpinned slots
   void assign(int slot, int layer, int expert);
+  // Fetches experts[which[..]] (not local) from the source into their slots and marks them local.
+  void fetch_missing(int layer, std::span<const int32_t> experts, const std::vector<int>& slot_of,
+                     const std::vector<size_t>& which);
   std::byte* data(int slot) { return arena_.get() + size_t(slot) * m_.layout.slot_bytes; }
 
   Manifest m_;

@@ -1,0 +1,152 @@
+// On-demand expert fetch: locating expert tensors in source shards, Range reads, validation,
+// durable writes into the homes and the fetched-experts journal.
+#include "fetch/stream_source.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "format/json_util.h"
+
+namespace sluice::fetch {
+namespace fs = std::filesystem;
+
+ExpertLocator::ExpertLocator(const InstallRecord& rec, const format::KimiConfig& c)
+    : config_(c), layout_(store::ExpertLayout::from_config(c)) {
+  for (const auto& s : rec.shards)
+    for (const auto& t : s.tensors) tensors_[t.name] = {s.name, &t};
+}
+
+std::vector<ExpertLocator::Piece> ExpertLocator::pieces(int layer, int expert) const {
+  std::vector<Piece> out;
+  for (const auto& seg : layout_.segments) {
+    std::string name = format::expert_tensor_name(config_, layer, expert, seg.which, seg.part.c_str());
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) fail("source: expert tensor ", name, " is in no shard of the source");
+    const format::TensorInfo& t = *it->second.second;
+    if (t.dtype != seg.dtype || t.nbytes != seg.bytes)
+      fail("source shard ", it->second.first, ": tensor ", name, " is ", dtype_name(t.dtype), " of ", t.nbytes,
+           " bytes; the expert layout needs ", dtype_name(seg.dtype), " of ", seg.bytes, " bytes");
+    out.push_back({it->second.first, t.file_offset, t.nbytes});
+  }
+  return out;
+}
+
+std::shared_ptr<StreamSource> StreamSource::open(const std::string& model_dir, const SourceOptions& opt) {
+  if (!fs::exists(record_path(model_dir))) return nullptr;
+  return std::make_shared<StreamSource>(model_dir, read_record(model_dir), opt);
+}
+
+StreamSource::StreamSource(const std::string& model_dir, InstallRecord rec, const SourceOptions& opt)
+    : model_dir_(model_dir), rec_(std::move(rec)) {
+  src_ = open_source(rec_.source, opt);
+  format::KimiConfig c = format::load_kimi_config(model_dir);
+  locator_ = std::make_unique<ExpertLocator>(rec_, c);
+}
+
+size_t replay_journal(const std::string& model_dir, store::Manifest& m) {
+  std::ifstream in(model_dir + "/" + kJournalName);
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    long long layer = -1, expert = -1;
+    char sum[17] = {0};
+    // A torn last line (crash while appending) does not parse and is ignored: its expert is
+    // simply fetched again.
+    if (std::sscanf(line.c_str(), "%lld %lld %16[0-9a-f]", &layer, &expert, sum) != 3 || std::strlen(sum) != 16) continue;
+    if (layer < 0 || layer >= m.num_layers || expert < 0 || expert >= m.num_experts) continue;
+    if (m.holders[size_t(layer)].empty()) continue;
+    uint64_t x = std::strtoull(sum, nullptr, 16);
+    for (auto& h : m.holders[size_t(layer)][size_t(expert)]) {
+      h.local = true;
+      h.xxh3 = x;
+    }
+    ++n;
+  }
+  return n;
+}
+
+void StreamSource::adopt(store::Manifest& m) {
+  if (m.layout.slot_bytes != layout().slot_bytes)
+    fail(record_path(model_dir_), ": the install record's expert layout does not match the manifest");
+  replay_journal(model_dir_, m);
+}
+
+uint64_t StreamSource::fetch_record(int layer, int expert, std::byte* dst) {
+  const auto& lay = layout();
+  auto pieces = locator_->pieces(layer, expert);
+  std::memset(dst, 0, lay.slot_bytes);
+  std::vector<const std::byte*> seg;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    std::byte* at = dst + lay.segments[i].offset;
+    // Adjacent tensors in the source could be one request; each is small enough (MBs) not to matter.
+    src_->read_into(pieces[i].shard, pieces[i].offset, pieces[i].offset + pieces[i].bytes, at);
+    seg.push_back(at);
+  }
+  lay.validate(seg, cat(src_->where(pieces[0].shard), ": expert ", expert, " of layer ", layer));
+  return XXH3_64bits(dst, lay.slot_bytes);
+}
+
+void StreamSource::store_record(const store::Manifest& m, int layer, int expert, const std::byte* record,
+                                uint64_t sum) {
+  for (const auto& h : m.of(layer, expert)) {
+    std::string path = m.homes[size_t(h.home)].path + "/" + h.file;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, ": cannot open to store expert ", expert, " of layer ", layer, ": ", std::strerror(errno));
+    size_t done = 0;
+    while (done < h.length) {
+      ssize_t w = ::pwrite(fd, record + done, h.length - done, off_t(h.offset + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int err = errno;
+        ::close(fd);
+        fail(path, ": write of expert ", expert, " of layer ", layer, " failed: ", std::strerror(err));
+      }
+      done += size_t(w);
+    }
+    int rc = ::fdatasync(fd);
+    ::close(fd);
+    if (rc != 0) fail(path, ": fsync failed: ", std::strerror(errno));
+  }
+  // Only now, with the bytes durable, does the journal say the expert is local.
+  std::lock_guard<std::mutex> lock(journal_mu_);
+  std::string jpath = model_dir_ + "/" + kJournalName;
+  int fd = ::open(jpath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) fail(jpath, ": cannot open: ", std::strerror(errno));
+  char line[64];
+  int n = std::snprintf(line, sizeof line, "%d %d %016llx\n", layer, expert, (unsigned long long)sum);
+  bool ok = ::write(fd, line, size_t(n)) == n && ::fdatasync(fd) == 0;
+  ::close(fd);
+  if (!ok) fail(jpath, ": cannot append");
+}
+
+void StreamSource::fetch(const store::Manifest& m, int layer, std::span<const int32_t> experts,
+                         std::span<std::byte* const> dst, std::span<uint64_t> sums) {
+  std::vector<std::exception_ptr> errors(experts.size());
+  auto one = [&](size_t i) {
+    try {
+      sums[i] = fetch_record(layer, experts[i], dst[i]);
+      store_record(m, layer, experts[i], dst[i], sums[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  for (size_t start = 0; start < experts.size(); start += size_t(std::max(1, parallel))) {
+    size_t end = std::min(experts.size(), start + size_t(std::max(1, parallel)));
+    std::vector<std::thread> threads;
+    for (size_t i = start + 1; i < end; ++i) threads.emplace_back(one, i);
+    one(start);
+    for (auto& t : threads) t.join();
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace sluice::fetch
