@@ -131,6 +131,12 @@ void merge_long(std::vector<Symbol>& syms, const Merger& merger, std::vector<int
 
 constexpr size_t kShortPiece = 96;
 
+// Per-thread scratch keeps its capacity between calls, except after a huge piece.
+template <typename T>
+void release_if_huge(std::vector<T>& v) {
+  if (v.capacity() > (size_t(1) << 20)) std::vector<T>().swap(v);
+}
+
 }  // namespace
 
 void TokenRankMap::reserve(size_t count) {
@@ -240,6 +246,7 @@ void bpe_encode_bytes(std::string_view piece, const TokenRankMap& ranks, std::ve
   ByteMerger merger{piece, ranks};
   if (piece.size() <= kShortPiece) merge_short(syms, merger, out);
   else merge_long(syms, merger, out);
+  release_if_huge(syms);
 }
 
 void bpe_merge_ids(std::vector<int32_t>& ids, const MergeTable& merges, std::vector<int32_t>& out) {
@@ -249,6 +256,7 @@ void bpe_merge_ids(std::vector<int32_t>& ids, const MergeTable& merges, std::vec
   IdMerger merger{merges};
   if (ids.size() <= kShortPiece) merge_short(syms, merger, out);
   else merge_long(syms, merger, out);
+  release_if_huge(syms);
 }
 
 }  // namespace sluice::tokenizer
