@@ -15,6 +15,7 @@
 #include "runtime/engine.h"
 #include "runtime/router_trace.h"
 #include "runtime/generate.h"
+#include "runtime/speculate/model_drafter.h"
 
 namespace sluice::cli {
 namespace {
@@ -46,6 +47,9 @@ struct RunArgs {
   int64_t max_new = 32, prefill_chunk = 512;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
+  std::string draft = "off";  // off | ngram | model:DIR
+  int draft_max = 8, draft_depth = -1;
+  runtime::SamplingParams sampling;
 };
 
 // JSON-lines event log (--events): run_start, prefill_done, decode_step per token, run_end.
@@ -89,7 +93,6 @@ int run(const RunArgs& a) {
   EventLog events(a.events);
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
-  auto last = t_start;
   events.emit({{"event", "run_start"},
                {"model", eo.model_dir},
                {"prompt_ids", prompt},
@@ -98,31 +101,46 @@ int run(const RunArgs& a) {
                {"cache_gb", eo.cache_gb},
                {"prefetch", eo.prefetch},
                {"eos_token_id", model->config().eos_token_id}});
-  int64_t step = 0;
   uint64_t bytes_before = 0;
+  std::unique_ptr<runtime::Drafter> drafter;
+  if (a.draft == "ngram") {
+    drafter = std::make_unique<runtime::NgramDrafter>();
+  } else if (a.draft.rfind("model:", 0) == 0) {
+    drafter = std::make_unique<runtime::ModelDrafter>(model::KimiModel::load(a.draft.substr(6)),
+                                                      model->config().vocab_size);
+  } else if (a.draft != "off") {
+    fail("--draft '", a.draft, "' is not off, ngram or model:DIR");
+  }
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;
   opt.stop_at_eos = !a.no_eos;
+  opt.sampling = a.sampling;
+  opt.drafter = drafter.get();
+  opt.controller.max_depth = a.draft_max;
+  opt.fixed_depth = a.draft_depth;
   auto on_token = [&](int32_t id) {
-    auto now = clock::now();
-    uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
-    double ms = std::chrono::duration<double, std::milli>(now - last).count();
-    events.emit({{"event", step == 0 ? "prefill_done" : "decode_step"},
-                 {"duration_ms", ms},
-                 {"emitted", {id}},
-                 {"proposed", 0},
-                 {"accepted", 0},
-                 {"expert_bytes_read", bytes - bytes_before}});
-    bytes_before = bytes;
-    last = now;
-    ++step;
     if (!a.json) {
       std::printf("%d ", id);
       std::fflush(stdout);
     }
   };
-  runtime::GenerateResult r = runtime::generate_greedy(*model, state, prompt, opt, on_token);
+  auto on_step = [&](const runtime::StepInfo& s) {
+    uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
+    bool first = s.decision == "prefill";
+    events.emit({{"event", first ? "prefill_done" : "decode_step"},
+                 {"duration_ms", s.ms},
+                 {"t_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
+                 {"emitted", s.emitted},
+                 {"proposed", s.proposed},
+                 {"accepted", s.accepted},
+                 {"expert_bytes_read", bytes - bytes_before}});
+    bytes_before = bytes;
+    if (a.stats && drafter && !first)
+      std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms\n", s.decision.c_str(), s.proposed,
+                   s.accepted, s.ms);
+  };
+  runtime::GenerateResult r = runtime::generate(*model, state, prompt, opt, on_token, on_step);
   events.emit({{"event", "run_end"},
                {"status", "ok"},
                {"stop_reason", r.stop_reason},
@@ -137,7 +155,10 @@ int run(const RunArgs& a) {
                         {"generated_ids", r.generated},
                         {"prefill_ms", r.prefill_ms},
                         {"decode_ms", r.decode_ms},
-                        {"stop_reason", r.stop_reason}};
+                        {"stop_reason", r.stop_reason},
+                        {"steps", r.steps},
+                        {"proposed", r.proposed},
+                        {"accepted", r.accepted}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("\n");
@@ -148,6 +169,11 @@ int run(const RunArgs& a) {
     std::fprintf(stderr, "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s\n",
                  prompt.size(), r.generated.size(), r.prefill_ms, prompt.size() * 1000.0 / std::max(r.prefill_ms, 1e-9),
                  r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), r.stop_reason.c_str());
+    if (drafter)
+      std::fprintf(stderr, "[draft] drafter=%s steps=%lld proposed=%lld accepted=%lld (%.1f%%) tokens/step=%.2f\n",
+                   drafter->name(), (long long)r.steps, (long long)r.proposed, (long long)r.accepted,
+                   r.proposed ? 100.0 * r.accepted / r.proposed : 0.0,
+                   r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());
   }
   return 0;
@@ -175,6 +201,18 @@ Action register_run(CLI::App& app) {
   sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
   sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
+  sub->add_option("--draft", a->draft,
+                  "Drafter: off, ngram (prompt lookup) or model:DIR (a draft model with the same tokenizer); "
+                  "the target verifies every drafted token")
+      ->default_val("off");
+  sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
+      ->default_val(8)->check(CLI::Range(0, 64));
+  sub->add_option("--draft-depth", a->draft_depth, "Always draft this many (bypasses the controller)")
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--temperature", a->sampling.temperature, "Sampling temperature (0 = greedy)")->default_val(0.0);
+  sub->add_option("--top-p", a->sampling.top_p, "Nucleus sampling mass")->default_val(1.0);
+  sub->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->default_val(0);
+  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->default_val(0);
   sub->add_option("--router-trace", a->router_trace,
                   "Record every routed-expert request (layer, experts) as JSON lines, for `sluice warm`");
   sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");

@@ -1,4 +1,4 @@
-// Greedy generation with timing split into prefill (until the first token) and decode.
+// Prefill, decode and draft verification with exact acceptance rules.
 #include "runtime/generate.h"
 
 #include <algorithm>
@@ -7,44 +7,131 @@
 #include "core/error.h"
 
 namespace sluice::runtime {
+namespace {
 
-int32_t argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return int32_t(best);
-}
+using clock = std::chrono::steady_clock;
 
-GenerateResult generate_greedy(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
-                               const GenerateOptions& opt, const std::function<void(int32_t)>& on_token) {
-  using clock = std::chrono::steady_clock;
+double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+
+}  // namespace
+
+GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
+                        const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
+                        const std::function<void(const StepInfo&)>& on_step) {
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
   if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1");
   const int64_t V = m.config().vocab_size;
-  std::vector<float> logits(static_cast<size_t>(V));
+  const int32_t eos = m.config().eos_token_id;
+  Sampler sampler(opt.sampling);
+  DraftController controller(opt.controller);
   GenerateResult r;
+  r.stop_reason = "max_new";
+
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::vector<float> probs;
   auto t0 = clock::now();
   for (size_t at = 0; at < prompt.size(); at += size_t(opt.prefill_chunk)) {
     size_t n = std::min(prompt.size() - at, size_t(opt.prefill_chunk));
     m.forward(state, prompt.subspan(at, n), model::PassOptions{}, logits.data());
   }
-  auto t1 = clock::now();
-  r.prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  r.stop_reason = "max_new";
+  auto choose = [&](const float* row) {
+    if (opt.sampling.greedy()) return argmax(row, V);
+    sampler.distribution(row, V, probs);
+    return sampler.draw(probs);
+  };
+  r.prefill_ms = ms_since(t0);
   if (opt.max_new <= 0) return r;
-  int32_t next = argmax(logits.data(), V);
-  for (;;) {
-    r.generated.push_back(next);
-    if (on_token) on_token(next);
-    if (opt.stop_at_eos && next == m.config().eos_token_id) {
+
+  // history = prompt + generated; its last token is the pending one (not yet fed to the target).
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  bool done = false;
+  auto emit = [&](int32_t id) {
+    r.generated.push_back(id);
+    history.push_back(id);
+    if (on_token) on_token(id);
+    if (opt.stop_at_eos && id == eos) {
       r.stop_reason = "eos";
-      break;
+      done = true;
+    } else if (int64_t(r.generated.size()) >= opt.max_new) {
+      done = true;
     }
-    if (int64_t(r.generated.size()) >= opt.max_new) break;
-    m.forward(state, std::span<const int32_t>(&next, 1), model::PassOptions{}, logits.data());
-    next = argmax(logits.data(), V);
+  };
+  emit(choose(logits.data()));
+  {
+    StepInfo first{{r.generated.back()}, 0, 0, r.prefill_ms, "prefill"};
+    if (on_step) on_step(first);
   }
-  r.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
+
+  auto t1 = clock::now();
+  std::vector<float> rows_logits;
+  std::vector<int32_t> rows;
+  while (!done) {
+    auto ts = clock::now();
+    StepInfo step;
+    int depth = 0;
+    if (opt.drafter) {
+      depth = opt.fixed_depth >= 0 ? opt.fixed_depth : controller.next_depth();
+      step.decision = opt.fixed_depth >= 0 ? "fixed depth" : controller.last_decision();
+    }
+    // Never draft past max_new: the pending token's successor plus drafts must fit.
+    depth = int(std::min<int64_t>(depth, opt.max_new - int64_t(r.generated.size()) - 1));
+    std::vector<int32_t> drafts;
+    if (depth > 0) drafts = opt.drafter->propose(history, depth);
+    if (drafts.size() > size_t(std::max(depth, 0))) drafts.resize(size_t(std::max(depth, 0)));
+    for (int32_t d : drafts)
+      if (d < 0 || d >= V) fail("drafter '", opt.drafter->name(), "' proposed token ", d, " outside the vocabulary");
+
+    const int32_t pending = history.back();
+    if (drafts.empty()) {
+      m.forward(state, std::span<const int32_t>(&pending, 1), model::PassOptions{}, logits.data());
+      size_t before = r.generated.size();
+      emit(choose(logits.data()));
+      step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
+    } else {
+      rows.assign(1, pending);
+      rows.insert(rows.end(), drafts.begin(), drafts.end());
+      rows_logits.resize(rows.size() * size_t(V));
+      m.forward(state, rows, model::PassOptions{.all_logits = true, .record = true}, rows_logits.data());
+      // Row i's logits predict the token after rows[i]; draft i+1 is judged by row i.
+      size_t accepted = 0;
+      int32_t follow = -1;
+      for (size_t i = 0; i < drafts.size(); ++i) {
+        const float* row = rows_logits.data() + i * size_t(V);
+        if (opt.sampling.greedy()) {
+          int32_t t = argmax(row, V);
+          if (t != drafts[i]) {
+            follow = t;
+            break;
+          }
+        } else {
+          // Deterministic proposal: accept with the target's probability of it; on rejection
+          // draw from the target with that token removed. This keeps the target distribution.
+          sampler.distribution(row, V, probs);
+          if (sampler.uniform() >= probs[size_t(drafts[i])]) {
+            probs[size_t(drafts[i])] = 0.0f;
+            follow = sampler.draw(probs);
+            break;
+          }
+        }
+        ++accepted;
+      }
+      if (follow < 0) follow = choose(rows_logits.data() + drafts.size() * size_t(V));  // all accepted: bonus
+      m.commit_prefix(state, int64_t(accepted) + 1);
+      size_t before = r.generated.size();
+      for (size_t i = 0; i < accepted && !done; ++i) emit(drafts[i]);
+      if (!done) emit(follow);
+      step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
+      step.proposed = int(drafts.size());
+      step.accepted = int(accepted);
+      r.proposed += int64_t(drafts.size());
+      r.accepted += int64_t(accepted);
+    }
+    step.ms = ms_since(ts);
+    controller.record(1 + step.proposed, step.proposed, step.accepted, step.ms / 1e3);
+    ++r.steps;
+    if (on_step) on_step(step);
+  }
+  r.decode_ms = ms_since(t1);
   return r;
 }
 

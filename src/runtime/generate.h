@@ -1,5 +1,8 @@
-// The generation loop: prefill the prompt in passes of bounded length, then greedy decode one
-// pending token per pass until EOS or max_new. The model decides every token.
+// The generation loop: prefill the prompt in passes of bounded length, then decode. Each decode
+// step feeds the pending token, plus the drafts a drafter proposed: one multi-row verify pass
+// scores them all, the longest prefix the target agrees with is committed (the rest rolled back)
+// and the target's own next token follows. The target decides every token: greedy output is the
+// same with drafting on or off, and sampled output keeps the target's distribution exactly.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,6 +11,9 @@
 #include <vector>
 
 #include "model/kimi.h"
+#include "runtime/sampling.h"
+#include "runtime/speculate/controller.h"
+#include "runtime/speculate/drafter.h"
 
 namespace sluice::runtime {
 
@@ -15,20 +21,40 @@ struct GenerateOptions {
   int64_t max_new = 32;
   int64_t prefill_chunk = 512;  // positions per prefill pass
   bool stop_at_eos = true;
+  SamplingParams sampling;      // default: greedy
+  Drafter* drafter = nullptr;   // optional
+  ControllerOptions controller;
+  int fixed_depth = -1;         // >= 0: always draft this many (tests, benchmarks); -1: controller decides
+};
+
+// One decode step as the loop saw it (for event logs and --stats).
+struct StepInfo {
+  std::vector<int32_t> emitted;
+  int proposed = 0, accepted = 0;
+  double ms = 0;
+  std::string decision;
 };
 
 struct GenerateResult {
   std::vector<int32_t> generated;
   double prefill_ms = 0, decode_ms = 0;
   std::string stop_reason;  // "eos" or "max_new"
+  int64_t steps = 0, proposed = 0, accepted = 0;
 };
 
-// Index of the largest logit; ties go to the lowest index (as torch.argmax).
-int32_t argmax(const float* logits, int64_t n);
+// Runs prompt + continuation on `state` (which may already hold a prefix).
+// on_token sees each generated token as soon as it is decided; on_step sees each decode step.
+GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
+                        const GenerateOptions& opt, const std::function<void(int32_t)>& on_token = {},
+                        const std::function<void(const StepInfo&)>& on_step = {});
 
-// Runs prompt + greedy continuation on `state` (which may already hold a prefix).
-// on_token (optional) sees each generated token as soon as it is decided.
-GenerateResult generate_greedy(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
-                               const GenerateOptions& opt, const std::function<void(int32_t)>& on_token = {});
+// Greedy without drafting (the reference path).
+inline GenerateResult generate_greedy(model::KimiModel& m, model::SequenceState& state,
+                                      std::span<const int32_t> prompt, GenerateOptions opt,
+                                      const std::function<void(int32_t)>& on_token = {}) {
+  opt.sampling = SamplingParams{};
+  opt.drafter = nullptr;
+  return generate(m, state, prompt, opt, on_token);
+}
 
 }  // namespace sluice::runtime

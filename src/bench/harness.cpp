@@ -1,0 +1,317 @@
+// The run harness: arm parsing, interleaved cold-process runs with device sampling, output checks,
+// raw-read floors in the same rotation, per-group summaries and derived ratios.
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "format/json_util.h"
+#include "format/kimi_config.h"
+#include "store/manifest.h"
+
+namespace sluice::bench {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_flags(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool have = false;
+  char quote = 0;
+  for (char ch : text) {
+    if (quote) {
+      if (ch == quote)
+        quote = 0;
+      else
+        cur += ch;
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      have = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\n') {
+      if (have) out.push_back(cur);
+      cur.clear();
+      have = false;
+    } else {
+      cur += ch;
+      have = true;
+    }
+  }
+  if (quote) fail("arm flags '", text, "': unterminated quote");
+  if (have) out.push_back(cur);
+  return out;
+}
+
+ArmSpec parse_arm(const std::string& spec) {
+  size_t colon = spec.find(':');
+  ArmSpec a;
+  a.name = spec.substr(0, colon);
+  if (a.name.empty()) fail("--arm '", spec, "': expected NAME:FLAGS (e.g. base:--no-prefetch, or plain:)");
+  for (char ch : a.name)
+    if (!(std::isalnum((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.'))
+      fail("--arm '", spec, "': name '", a.name, "' may hold only letters, digits, '_', '-' and '.'");
+  if (colon != std::string::npos) a.flags = split_flags(spec.substr(colon + 1));
+  for (const auto& f : a.flags)
+    for (const char* reserved : {"--json", "--events", "--prompt-ids", "--max-new"})
+      if (f == reserved) fail("--arm '", spec, "': ", reserved, " is set by the harness");
+  return a;
+}
+
+std::string arm_model(const ArmSpec& arm, const std::string& base) {
+  for (size_t i = 0; i + 1 < arm.flags.size(); ++i)
+    if (arm.flags[i] == "--model") return arm.flags[i + 1];
+  for (const auto& f : arm.flags)
+    if (f.starts_with("--model=")) return f.substr(8);
+  return base;
+}
+
+std::vector<int> rotation(int arms, int rep) {
+  std::vector<int> order(size_t(std::max(arms, 0)));
+  for (int i = 0; i < arms; ++i) order[size_t(i)] = i;
+  if (rep % 2) std::reverse(order.begin(), order.end());
+  return order;
+}
+
+namespace {
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+// The model's manifest, or nullopt when it has none (resident experts).
+std::optional<store::Manifest> load_manifest(const std::string& model_dir) {
+  const std::string path = store::manifest_path(model_dir);
+  if (!fs::exists(path)) return std::nullopt;
+  std::ifstream in(model_dir + "/config.json", std::ios::binary);
+  if (!in) fail(model_dir, "/config.json: cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto c = format::parse_kimi_config(ss.str(), model_dir + "/config.json");
+  auto layout = store::ExpertLayout::from_config(c);
+  return store::read_manifest(path, c, store::model_identity(ss.str(), layout));
+}
+
+struct ModelInfo {
+  std::optional<store::Manifest> manifest;
+  std::vector<std::string> stat_files;
+  std::vector<bool> shared;
+};
+
+}  // namespace
+
+BenchResult run_bench(const BenchOptions& opt) {
+  if (opt.arms.empty()) fail("bench run: give at least one --arm NAME:FLAGS");
+  if (opt.reps < 1) fail("--reps must be at least 1");
+  if (opt.max_new.empty()) fail("--max-new is empty");
+  auto log = [&](const std::string& s) {
+    if (opt.log) opt.log(s);
+  };
+  fs::create_directories(opt.out_dir + "/runs");
+  std::map<std::string, ModelInfo> models;
+  std::vector<std::string> model_order;
+  for (const auto& a : opt.arms) {
+    std::string m = arm_model(a, opt.model);
+    if (models.count(m)) continue;
+    ModelInfo info;
+    info.manifest = load_manifest(m);
+    if (info.manifest) {
+      std::map<std::string, int> seen;
+      for (const auto& h : info.manifest->homes) {
+        info.stat_files.push_back(block_stat_file(h.path));
+        ++seen[info.stat_files.back()];
+      }
+      for (const auto& f : info.stat_files) info.shared.push_back(f.empty() || seen[f] > 1);
+    }
+    models[m] = std::move(info);
+    model_order.push_back(m);
+  }
+  // Rotation units: every (arm, length) group, then one raw-read floor per model with a manifest.
+  struct Unit {
+    int arm = -1, length = -1;
+    std::string floor_model;
+  };
+  std::vector<Unit> units;
+  for (int a = 0; a < int(opt.arms.size()); ++a)
+    for (int l = 0; l < int(opt.max_new.size()); ++l) units.push_back({a, l, ""});
+  if (opt.floor)
+    for (const auto& m : model_order)
+      if (models[m].manifest) units.push_back({-1, -1, m});
+
+  BenchResult res;
+  auto group_name = [&](int a, int l) {
+    return opt.max_new.size() > 1 ? cat(opt.arms[size_t(a)].name, "@", opt.max_new[size_t(l)]) : opt.arms[size_t(a)].name;
+  };
+  for (int a = 0; a < int(opt.arms.size()); ++a)
+    for (int l = 0; l < int(opt.max_new.size()); ++l) {
+      GroupResult g;
+      g.name = group_name(a, l);
+      g.arm = opt.arms[size_t(a)].name;
+      g.model = arm_model(opt.arms[size_t(a)], opt.model);
+      g.max_new = opt.max_new[size_t(l)];
+      res.groups.push_back(g);
+    }
+  int seq = 0;
+  const int total = opt.reps * int(units.size());
+  for (int rep = 0; rep < opt.reps; ++rep) {
+    for (int u : rotation(int(units.size()), rep)) {
+      const Unit& unit = units[size_t(u)];
+      ++seq;
+      if (unit.arm < 0) {
+        FloorRecord f;
+        f.seq = seq;
+        f.rep = rep;
+        f.model = unit.floor_model;
+        RawReadOptions ro;
+        ro.queue_depth = opt.floor_queue_depth;
+        ro.seconds = opt.floor_seconds;
+        ro.seed = uint64_t(seq);
+        f.r = raw_random_reads(manifest_records(*models[f.model].manifest), ro);
+        log(cat("[", seq, "/", total, "] floor ", f.model, ": raw O_DIRECT ", f.r.bytes_per_s / 1e6, " MB/s at qd ",
+                ro.queue_depth, " per home"));
+        res.floors.push_back(f);
+        continue;
+      }
+      const ArmSpec& arm = opt.arms[size_t(unit.arm)];
+      RunRecord rec;
+      rec.seq = seq;
+      rec.rep = rep;
+      rec.arm = unit.arm;
+      rec.length = unit.length;
+      rec.group = group_name(unit.arm, unit.length);
+      rec.model = arm_model(arm, opt.model);
+      const std::string stem = cat(opt.out_dir, "/runs/", seq, "-", rec.group);
+      rec.events_path = stem + ".events.jsonl";
+      std::vector<std::string> argv = {opt.binary, "run"};
+      if (rec.model == opt.model) argv.insert(argv.end(), {"--model", opt.model});
+      argv.insert(argv.end(), {"--prompt-ids", join_ids(opt.prompt), "--max-new", std::to_string(opt.max_new[size_t(unit.length)]),
+                               "--json", "--events", rec.events_path});
+      argv.insert(argv.end(), arm.flags.begin(), arm.flags.end());
+      const ModelInfo& info = models[rec.model];
+      if (info.manifest)
+        for (size_t h = 0; h < info.manifest->homes.size(); ++h)
+          rec.samples.push_back({info.manifest->homes[h].path, info.stat_files[h], info.shared[h], {}, {}});
+      std::vector<uint64_t> base(rec.samples.size());
+      for (size_t h = 0; h < rec.samples.size(); ++h) base[h] = block_bytes_read(rec.samples[h].stat_file);
+      std::error_code ec;
+      fs::remove(rec.events_path, ec);
+      rec.proc = run_process(argv, stem + ".stdout", stem + ".stderr", opt.sample_ms, [&](double t) {
+        for (size_t h = 0; h < rec.samples.size(); ++h) {
+          if (rec.samples[h].stat_file.empty()) continue;
+          rec.samples[h].t_s.push_back(t);
+          rec.samples[h].bytes.push_back(block_bytes_read(rec.samples[h].stat_file) - base[h]);
+        }
+      });
+      if (fs::exists(rec.events_path)) {
+        rec.m = metrics_from_events(read_events_file(rec.events_path), rec.proc.wall_s);
+      } else {
+        rec.m.valid = false;
+        rec.m.invalid_reason = "no events log";
+      }
+      if (rec.proc.exit_code != 0 && rec.m.valid) {
+        rec.m.valid = false;
+        rec.m.invalid_reason = rec.proc.signal ? cat("killed by signal ", rec.proc.signal)
+                                               : cat("exit status ", rec.proc.exit_code, " (see ", stem, ".stderr)");
+      }
+      if (opt.expect_text && rec.m.valid) {
+        std::vector<std::string> dargv = {opt.binary, "detokenize", "--model", rec.model, join_ids(rec.m.output)};
+        rec.text = capture_output(dargv);
+        int64_t n = opt.max_new[size_t(unit.length)];
+        bool ok = rec.text == *opt.expect_text ||
+                  (opt.expect_text->starts_with(rec.text) && rec.m.generated == n);
+        if (!ok) {
+          rec.m.valid = false;
+          rec.m.invalid_reason = "output text differs from --expect-text";
+        }
+      }
+      log(cat("[", seq, "/", total, "] ", rec.group, " rep ", rep + 1, ": ",
+              rec.m.valid ? cat("steady ", rec.m.steady_tps, " tok/s, ttft ", rec.m.ttft_s, " s, wall ", rec.proc.wall_s, " s")
+                          : "INVALID: " + rec.m.invalid_reason));
+      res.runs.push_back(std::move(rec));
+    }
+  }
+  // Output identity: per length, against the expected ids (cut to that length) or the first valid run.
+  for (int l = 0; l < int(opt.max_new.size()); ++l) {
+    std::vector<RunMetrics*> runs;
+    for (auto& r : res.runs)
+      if (r.length == l) runs.push_back(&r.m);
+    if (opt.expect_ids) {
+      std::vector<int32_t> want = *opt.expect_ids;
+      if (int64_t(want.size()) > opt.max_new[size_t(l)]) want.resize(size_t(opt.max_new[size_t(l)]));
+      check_outputs(runs, &want);
+    } else {
+      check_outputs(runs, nullptr);
+    }
+  }
+  for (size_t g = 0; g < res.groups.size(); ++g) {
+    std::vector<const RunMetrics*> runs;
+    for (const auto& r : res.runs)
+      if (r.group == res.groups[g].name) runs.push_back(&r.m);
+    // Ratios compare like with like: the first arm at the same output length.
+    const ArmSummary* base = nullptr;
+    for (size_t b = 0; b < g; ++b)
+      if (res.groups[b].max_new == res.groups[g].max_new) {
+        base = &res.groups[b].summary;
+        break;
+      }
+    res.groups[g].summary = summarize_arm(res.groups[g].name, runs, base);
+  }
+  derive(opt, res);
+  return res;
+}
+
+void derive(const BenchOptions& opt, BenchResult& res) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  std::map<std::string, Summary> raw;
+  std::map<std::string, uint64_t> record_bytes;
+  for (const auto& g : res.groups) {
+    std::vector<double> v;
+    for (const auto& f : res.floors)
+      if (f.model == g.model) v.push_back(f.r.bytes_per_s);
+    raw[g.model] = summarize(v);
+    if (!record_bytes.count(g.model)) {
+      auto m = load_manifest(g.model);
+      record_bytes[g.model] = m ? m->layout.slot_bytes : 0;
+    }
+  }
+  for (auto& g : res.groups) {
+    const ArmSummary& s = g.summary;
+    nlohmann::json d;
+    double raw_bw = raw[g.model].median;
+    d["raw_read_bytes_per_s"] = to_json(raw[g.model]);
+    d["read_bw_over_raw"] = num(ratio(s.decode_read_bytes_per_s.median, raw_bw));
+    double decode_s = ratio(1.0, s.steady_tps.median);
+    double io_floor = ratio(s.bytes_per_token.median, raw_bw);
+    if (std::isfinite(decode_s)) d["decode_s_per_token"] = decode_s;
+    d["io_floor_s_per_token"] = num(io_floor);
+    double compute_floor = NAN;
+    if (!opt.compute_arm.empty())
+      for (const auto& c : res.groups)
+        if (c.arm == opt.compute_arm && c.max_new == g.max_new) compute_floor = ratio(1.0, c.summary.steady_tps.median);
+    d["compute_floor_s_per_token"] = num(compute_floor);
+    if (std::isfinite(compute_floor)) {
+      double io = std::isfinite(io_floor) ? io_floor : 0.0;
+      d["decode_over_max_floor"] = num(ratio(decode_s, std::max(io, compute_floor)));
+      d["decode_over_sum_floors"] = num(ratio(decode_s, io + compute_floor));
+    }
+    // Read-once prefill: only prefill-only runs (one token generated) isolate the prefill pass, whose
+    // expert_requests is the union of routed experts summed over layers.
+    std::vector<double> pr, union_bytes;
+    for (const auto& r : res.runs)
+      if (r.group == g.name && r.m.valid && r.m.generated == 1 && record_bytes[g.model] && r.m.expert_requests > 0) {
+        double u = double(r.m.expert_requests) * double(record_bytes[g.model]);
+        union_bytes.push_back(u);
+        pr.push_back(double(r.m.prefill_bytes) / u);
+      }
+    d["prefill_union_bytes"] = to_json(summarize(union_bytes));
+    d["prefill_read_over_union"] = to_json(summarize(pr));
+    g.derived = d;
+  }
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,93 @@
+// `sluice bench run`: cold-process runs of several arms (extra `sluice run` flags) interleaved
+// A B B A ..., each checked against an expectation or the first valid run, optional raw-read floor
+// measurements of the same expert files in the same rotation, then per-arm summaries and derived
+// ratios (read bandwidth / raw bandwidth, decode time / floors, prefill bytes / union bytes).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/process.h"
+#include "bench/raw_read.h"
+#include "bench/stats.h"
+
+namespace sluice::bench {
+
+struct ArmSpec {
+  std::string name;
+  std::vector<std::string> flags;  // extra `sluice run` arguments; `--model X` replaces the bench's model
+};
+
+// "NAME:FLAGS" (FLAGS split on blanks; single or double quotes group). NAME is [A-Za-z0-9_.-]+.
+ArmSpec parse_arm(const std::string& spec);
+std::vector<std::string> split_flags(const std::string& text);
+
+// The model directory an arm runs (its --model flag, else `base`).
+std::string arm_model(const ArmSpec& arm, const std::string& base);
+
+// Order of (arm) indices for repetition `rep`: forward on even reps, reversed on odd (A B B A).
+std::vector<int> rotation(int arms, int rep);
+
+struct BenchOptions {
+  std::string binary;  // the sluice executable
+  std::string model;
+  std::vector<int32_t> prompt;
+  std::vector<int64_t> max_new;  // one or more output lengths; each is its own group per arm
+  std::vector<ArmSpec> arms;
+  int reps = 2;
+  std::optional<std::vector<int32_t>> expect_ids;
+  std::optional<std::string> expect_text;  // compared with `sluice detokenize` of each output
+  std::string out_dir;
+  bool floor = false;          // raw O_DIRECT reads of each arm model's expert records, per rep
+  int floor_queue_depth = 4;
+  double floor_seconds = 2;
+  std::string compute_arm;     // arm whose decode time per token is the compute floor
+  double sample_ms = 50;
+  std::function<void(const std::string&)> log;
+};
+
+struct HomeSamples {
+  std::string home, stat_file;  // stat_file empty: device unknown
+  bool shared_device = false;   // another home of the run is on the same device
+  std::vector<double> t_s;      // since process launch
+  std::vector<uint64_t> bytes;  // cumulative device bytes read since launch
+};
+
+struct RunRecord {
+  int seq = 0, rep = 0, arm = 0, length = 0;  // arm index, index into max_new
+  std::string group, model, events_path;
+  ProcessResult proc;
+  RunMetrics m;
+  std::string text;  // detokenized output (only with expect_text)
+  std::vector<HomeSamples> samples;
+};
+
+struct FloorRecord {
+  int seq = 0, rep = 0;
+  std::string model;
+  RawReadResult r;
+};
+
+struct GroupResult {
+  std::string name, arm, model;
+  int64_t max_new = 0;
+  ArmSummary summary;
+  nlohmann::json derived;  // floors and ratios
+};
+
+struct BenchResult {
+  std::vector<RunRecord> runs;
+  std::vector<FloorRecord> floors;
+  std::vector<GroupResult> groups;
+};
+
+BenchResult run_bench(const BenchOptions& opt);
+
+// Derived ratios for each group (needs runs and floors); fills groups[i].derived.
+void derive(const BenchOptions& opt, BenchResult& res);
+
+}  // namespace sluice::bench

@@ -1,0 +1,81 @@
+// Greedy and sampled token choice.
+#include "runtime/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace sluice::runtime {
+
+int32_t argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return int32_t(best);
+}
+
+void check_sampling(const SamplingParams& p) {
+  if (!(p.temperature >= 0.0) || !std::isfinite(p.temperature)) fail("temperature must be a finite number >= 0");
+  if (!(p.top_p > 0.0 && p.top_p <= 1.0)) fail("top_p must be in (0, 1]");
+  if (p.top_k < 0) fail("top_k must be >= 0");
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), state_(p.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
+  check_sampling(p);
+}
+
+double Sampler::uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return double(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& probs) const {
+  probs.assign(size_t(n), 0.0f);
+  if (p_.greedy()) {
+    probs[size_t(argmax(logits, n))] = 1.0f;
+    return;
+  }
+  // Softmax at temperature in double, then keep the top-k and the top-p nucleus (ties keep the
+  // lower id first, so the kept set is deterministic).
+  double m = *std::max_element(logits, logits + n);
+  std::vector<double> e(static_cast<size_t>(n));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[i]) - m) / p_.temperature);
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return e[size_t(a)] > e[size_t(b)]; });
+  size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
+  double mass = 0, kept_sum = 0;
+  size_t k = 0;
+  for (; k < keep; ++k) {
+    mass += e[size_t(order[k])] / sum;
+    kept_sum += e[size_t(order[k])];
+    if (mass >= p_.top_p) {
+      ++k;
+      break;
+    }
+  }
+  for (size_t i = 0; i < k; ++i) probs[size_t(order[i])] = float(e[size_t(order[i])] / kept_sum);
+}
+
+int32_t Sampler::draw(std::span<const float> probs) {
+  double total = 0;
+  for (float p : probs) total += p;
+  if (!(total > 0)) fail("sampling from an empty distribution");
+  double u = uniform() * total, acc = 0;
+  int32_t last = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0) continue;
+    acc += probs[i];
+    last = int32_t(i);
+    if (u < acc) return int32_t(i);
+  }
+  return last;
+}
+
+}  // namespace sluice::runtime

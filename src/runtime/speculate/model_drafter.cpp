@@ -1,0 +1,50 @@
+// Draft-model proposals: sync the draft state to the history (rolling back what the target
+// rejected), then decode greedily on a snapshot that is restored afterwards.
+#include "runtime/speculate/model_drafter.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/sampling.h"
+
+namespace sluice::runtime {
+
+ModelDrafter::ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t target_vocab)
+    : model_(std::move(draft)), state_(model_->new_state()) {
+  if (model_->config().vocab_size < target_vocab)
+    fail("draft model vocabulary (", model_->config().vocab_size, ") is smaller than the target's (", target_vocab,
+         "); a same-tokenizer drafter must cover every target id");
+  logits_.resize(size_t(model_->config().vocab_size));
+}
+
+std::vector<int32_t> ModelDrafter::propose(std::span<const int32_t> history, int max_tokens) {
+  if (max_tokens <= 0 || history.empty()) return {};
+  // Keep the longest common prefix of what was fed and the history; KDA state cannot be cut
+  // back, so a divergence means replaying from the start (cheap for a small draft model).
+  size_t common = 0;
+  while (common < fed_.size() && common < history.size() && fed_[common] == history[common]) ++common;
+  if (common < fed_.size()) {
+    state_.reset();
+    fed_.clear();
+    common = 0;
+  }
+  // Feed everything but the last token; it is fed by the first draft step below.
+  if (history.size() - 1 > fed_.size()) {
+    auto chunk = history.subspan(fed_.size(), history.size() - 1 - fed_.size());
+    model_->forward(state_, chunk, model::PassOptions{}, logits_.data());
+    fed_.insert(fed_.end(), chunk.begin(), chunk.end());
+  }
+  auto snap = state_.snapshot();
+  std::vector<int32_t> out;
+  int32_t next = history.back();
+  const int64_t V = model_->config().vocab_size;
+  for (int i = 0; i < max_tokens; ++i) {
+    model_->forward(state_, std::span<const int32_t>(&next, 1), model::PassOptions{}, logits_.data());
+    next = argmax(logits_.data(), V);
+    out.push_back(next);
+  }
+  state_.restore(snap);
+  return out;
+}
+
+}  // namespace sluice::runtime

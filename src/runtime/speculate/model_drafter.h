@@ -1,0 +1,26 @@
+// A draft model with the target's tokenizer (any architecture sluice loads): it keeps its own
+// sequence state in step with the committed history and proposes its greedy continuation.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "model/kimi.h"
+#include "runtime/speculate/drafter.h"
+
+namespace sluice::runtime {
+
+class ModelDrafter : public Drafter {
+ public:
+  // The draft's vocabulary must cover the target's token ids.
+  ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t target_vocab);
+  const char* name() const override { return "model"; }
+  std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) override;
+
+ private:
+  std::unique_ptr<model::KimiModel> model_;
+  model::SequenceState state_;
+  std::vector<int32_t> fed_;  // tokens the draft state has consumed
+  std::vector<float> logits_;
+};
+
+}  // namespace sluice::runtime

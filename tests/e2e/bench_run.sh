@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `sluice bench run` end to end on a tiny streamed model: 2 arms x 2 reps plus raw-read floors give
+# every report file, consistent counts and ratios; a wrong --expect-ids invalidates every run;
+# `sluice bench drives` writes per-home results and updates the manifest's bandwidths.
+# Usage: bench_run.sh <sluice> <source-dir>
+set -euo pipefail
+sluice=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$sluice" make-tiny --arch kimi_k3 --out "$work/m" --shards 1 --seed 5 2>/dev/null
+"$sluice" prepare --model "$work/m" --home "$work/h1" --home "$work/h2" >/dev/null 2>&1
+
+out="$work/out"
+"$sluice" bench run --model "$work/m" --prompt-ids 1,2,3,4,5 --max-new 6 --reps 2 --quiet \
+  --arm "stream:--cache-gb 0.001" --arm "noprefetch:--cache-gb 0.001 --no-prefetch" --arm "resident:--experts resident" \
+  --floor --floor-seconds 0.2 --compute-arm resident --out "$out" > "$work/table.md"
+for f in results.json runs.csv summary.csv results.md steady-by-arm.svg bandwidth-stream.svg bandwidth-noprefetch.svg; do
+  [ -s "$out/$f" ] || fail "missing $f"
+done
+head -c 4 "$out/steady-by-arm.svg" | grep -q '<svg' || fail "steady-by-arm.svg is not SVG"
+grep -q '| stream |' "$work/table.md" || fail "table lacks the stream arm"
+[ "$(wc -l < "$out/runs.csv")" -eq 7 ] || fail "runs.csv should have a header and 6 runs"
+[ "$(wc -l < "$out/summary.csv")" -eq 4 ] || fail "summary.csv should have a header and 3 groups"
+[ "$(ls "$out"/runs/*.events.jsonl | wc -l)" -eq 6 ] || fail "want 6 event logs"
+
+python3 - "$out/results.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+runs, groups, floors = r["runs"], r["groups"], r["floors"]
+assert len(runs) == 6 and len(groups) == 3 and len(floors) == 2, (len(runs), len(groups), len(floors))
+order = [x["group"] for x in sorted(runs + [dict(group="floor", seq=f["seq"]) for f in floors], key=lambda x: x["seq"])]
+assert order == ["stream", "noprefetch", "resident", "floor", "floor", "resident", "noprefetch", "stream"], order
+assert all(x["valid"] for x in runs), [x["invalid_reason"] for x in runs]
+outs = {tuple(x["output"]) for x in runs}
+assert len(outs) == 1 and len(next(iter(outs))) == 6, outs
+for x in runs:
+    assert abs(x["steady_tps"] - 5 / x["decode_s"]) < 1e-6 * x["steady_tps"]
+    assert abs(x["inclusive_tps"] - 6 / x["wall_s"]) < 1e-6 * x["inclusive_tps"]
+    assert x["wall_s"] > x["ttft_s"] + x["decode_s"] - 1e-9
+for g in groups:
+    mine = sorted(x["steady_tps"] for x in runs if x["group"] == g["name"])
+    assert g["valid"] == 2 and abs(g["steady_tps"]["median"] - sum(mine) / 2) < 1e-9, g["name"]
+    assert g["steady_tps"]["min"] == mine[0] and g["steady_tps"]["max"] == mine[1]
+first = groups[0]["steady_tps"]["median"]
+for g in groups:
+    assert abs(g["steady_ratio"] - g["steady_tps"]["median"] / first) < 1e-9
+stream = groups[0]
+assert stream["bytes_per_token"]["median"] > 0 and stream["hit_rate"]["median"] is not None
+assert stream["derived"]["read_bw_over_raw"] > 0 and stream["derived"]["decode_over_max_floor"] > 0
+assert groups[2]["bytes_per_token"]["median"] == 0  # resident experts read nothing
+assert all(f["bytes_per_s"] > 0 for f in floors)
+PY
+
+# Prefill-only runs give the read-once ratio (bytes read / union of routed experts).
+"$sluice" bench run --model "$work/m" --prompt-ids 1,2,3,4,5,6,7,8 --max-new 1 --reps 1 --quiet \
+  --arm "pre:--cache-gb 0.01" --out "$work/pre" > /dev/null
+python3 - "$work/pre/results.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["groups"][0]
+ratio = g["derived"]["prefill_read_over_union"]["median"]
+assert ratio is not None and 0.99 <= ratio <= 1.5, ratio
+PY
+[ -s "$work/pre/prefill-bytes.svg" ] || fail "missing prefill-bytes.svg"
+
+# A text of record that the model does not produce invalidates every run; the command fails.
+rc=0
+"$sluice" bench run --model "$work/m" --prompt-ids 1,2,3 --max-new 3 --reps 1 --quiet --arm a: --arm b: \
+  --expect-ids 0,0,0 --out "$work/bad" > /dev/null 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "an all-invalid bench should exit 1 (got $rc)"
+grep -q "differs from the expectation" "$work/bad/results.md" || fail "results.md should list the invalid runs"
+
+# Drive ceilings: per-home files and the manifest's read_bytes_per_s.
+"$sluice" bench drives --home "$work/h1" --home "$work/h2" --model "$work/m" --depths 1,4 --seconds 0.1 \
+  --out "$work/drives" > "$work/drives.json" 2>/dev/null
+for h in h1 h2; do [ -s "$work/$h/sluice-drive.json" ] || fail "missing $h/sluice-drive.json"; done
+[ -s "$work/drives/drives.svg" ] || fail "missing drives.svg"
+python3 - "$work/m/sluice-manifest.json" "$work/h1/sluice-drive.json" <<'PY'
+import json, sys
+m, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["queue_depth_stored"] == 4 and len(d["by_queue_depth"]) == 2
+assert abs(m["homes"][0]["read_bytes_per_s"] - d["read_bytes_per_s"]) <= 1e-6 * d["read_bytes_per_s"]
+PY
+"$sluice" run --model "$work/m" --prompt-ids 1,2 --max-new 2 --json > /dev/null || fail "the updated manifest does not load"
+echo "ok   bench run, bench drives"
