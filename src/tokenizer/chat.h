@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -99,26 +100,32 @@ ParsedReply parse_k3_reply(const Tokenizer& tokenizer, std::span<const int32_t> 
 ParsedReply parse_qwen3_reply(std::string_view text, bool prompt_opened_think = false);
 
 // Incremental form of the parsers for streaming (the server's SSE deltas): feed ids as they are
-// generated; each call returns the new reasoning/content text that is final. Text that could still
-// turn out to be part of a marker (K3 "<|close|>think<|sep|>", Qwen3 "</think>" or "<tool_call>")
-// is withheld until it is decided. Tool calls are reported by finish().
+// generated; each call returns the new reasoning/content text that is final (linear time overall).
+// Text that could still turn out to be part of a marker (K3 tag names between <|close|> and <|sep|>,
+// Qwen3 "</think>", "<tool_call>", "<|im_end|>"), newlines that a marker would strip, and incomplete
+// UTF-8 sequences are withheld until decided. Tool calls are reported by finish().
 class ReplyStream {
  public:
   ReplyStream(const Tokenizer& tokenizer, ChatFormat format, bool prompt_opened_think);
+  ~ReplyStream();
+  ReplyStream(const ReplyStream&) = delete;
+  ReplyStream& operator=(const ReplyStream&) = delete;
   struct Delta {
     std::string reasoning;
     std::string content;
   };
   Delta push(std::span<const int32_t> ids);
-  // Flushes everything and returns the fully parsed reply.
+  // At the end of generation: the text still withheld, as a last delta.
+  Delta flush();
+  // Everything parsed (reasoning, content, tool calls, whether the end marker was seen).
   ParsedReply finish();
 
+  struct Parser;  // format-specific incremental parser (chat_parse.cpp)
+
  private:
-  Delta advance(bool final);
+  Delta take(bool final);
   const Tokenizer& tokenizer_;
-  ChatFormat format_;
-  bool opened_think_;
-  std::vector<int32_t> ids_;
+  std::unique_ptr<Parser> parser_;
   size_t sent_reasoning_ = 0, sent_content_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // Reply parsers: split generated output into reasoning, content and tool calls. K3 works on ids
-// (its markers are special tokens around ordinary tag names); Qwen3 works on decoded text. Both
-// accept partial output, which ReplyStream uses to emit streaming deltas that never need retracting.
+// (its markers are special tokens around ordinary tag names); Qwen3 works on the decoded text. Both
+// are incremental state machines that only ever append to their results, so ReplyStream's deltas
+// never need retracting and a long reply costs linear time.
 #include <algorithm>
 
 #include "core/error.h"
@@ -8,6 +9,15 @@
 #include "tokenizer/utf8.h"
 
 namespace sluice::tokenizer {
+
+struct ReplyStream::Parser {
+  virtual ~Parser() = default;
+  virtual void feed(const Tokenizer& tok, std::span<const int32_t> ids) = 0;
+  // Releases withheld text (end of output).
+  virtual void finish() = 0;
+  ParsedReply reply;
+};
+
 namespace {
 
 // Parses `name key="value" ...` (values unescaped from &amp; and &quot;).
@@ -37,6 +47,84 @@ std::string attr(const std::vector<std::pair<std::string, std::string>>& attrs, 
   return "";
 }
 
+// K3: <|open|>/<|close|> start a tag whose ordinary tokens up to <|sep|> are its name/attributes.
+class K3Parser final : public ReplyStream::Parser {
+ public:
+  K3Parser(const Tokenizer& tok, bool opened_think)
+      : open_(chat_detail::require_special(tok, "<|open|>", "Kimi K3")),
+        close_(chat_detail::require_special(tok, "<|close|>", "Kimi K3")),
+        sep_(chat_detail::require_special(tok, "<|sep|>", "Kimi K3")),
+        end_(chat_detail::require_special(tok, "<|end_of_msg|>", "Kimi K3")),
+        mode_(opened_think ? Mode::reasoning : Mode::content) {}
+
+  void feed(const Tokenizer& tok, std::span<const int32_t> ids) override {
+    for (int32_t id : ids) {
+      if (reply.complete) return;
+      if (id == end_) {
+        reply.complete = true;
+      } else if (id == open_ || id == close_) {
+        in_tag_ = true;
+        tag_is_open_ = id == open_;
+        tag_.clear();
+      } else if (id == sep_) {
+        if (in_tag_) end_tag();
+      } else if (!tok.is_special(id)) {  // stray specials carry no text
+        std::string_view bytes = tok.token_bytes(id);
+        if (in_tag_) tag_ += bytes;
+        else if (mode_ == Mode::reasoning) reply.reasoning += bytes;
+        else if (mode_ == Mode::content) reply.content += bytes;
+        else if (mode_ == Mode::argument) value_ += bytes;
+        else if (mode_ == Mode::json) json_block_ += bytes;
+      }
+    }
+  }
+  void finish() override {}
+
+ private:
+  enum class Mode { none, reasoning, content, argument, json };
+
+  void end_tag() {
+    in_tag_ = false;
+    std::vector<std::pair<std::string, std::string>> attrs;
+    std::string name = tag_name(tag_, attrs);
+    if (tag_is_open_) {
+      mode_ = Mode::none;
+      if (name == "think") {
+        mode_ = Mode::reasoning;
+      } else if (name == "response") {
+        mode_ = Mode::content;
+      } else if (name == "call") {
+        call_name_ = attr(attrs, "tool");
+        args_ = ChatJson::object();
+        has_json_block_ = false;
+      } else if (name == "argument") {
+        arg_key_ = attr(attrs, "key");
+        arg_type_ = attr(attrs, "type");
+        value_.clear();
+        mode_ = Mode::argument;
+      } else if (name == "json") {
+        json_block_.clear();
+        has_json_block_ = true;
+        mode_ = Mode::json;
+      }
+      return;
+    }
+    if (name == "argument" && mode_ == Mode::argument) {
+      ChatJson v = arg_type_ == "string" ? ChatJson(value_) : ChatJson::parse(value_, nullptr, false);
+      args_[arg_key_] = v.is_discarded() ? ChatJson(value_) : v;
+    } else if (name == "call") {
+      reply.tool_calls.push_back(ParsedToolCall{call_name_, has_json_block_ ? json_block_ : args_.dump()});
+    }
+    mode_ = Mode::none;
+  }
+
+  int32_t open_, close_, sep_, end_;
+  Mode mode_;
+  bool in_tag_ = false, tag_is_open_ = false, has_json_block_ = false;
+  std::string tag_, value_, arg_key_, arg_type_, json_block_, call_name_;
+  ChatJson args_ = ChatJson::object();
+};
+
 // Length of the longest suffix of `s` that is a proper prefix of `marker`.
 size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
   for (size_t len = std::min(s.size(), marker.size() - 1); len > 0; --len)
@@ -44,176 +132,196 @@ size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
   return 0;
 }
 
-std::string trim_newlines(const std::string& s, bool left, bool right) {
-  size_t b = left ? std::min(s.find_first_not_of('\n'), s.size()) : 0;
-  size_t e = s.size();
-  if (right) {
-    size_t last = s.find_last_not_of('\n');
-    e = last == std::string::npos ? b : last + 1;
-  }
-  return e > b ? s.substr(b, e - b) : std::string();
+size_t trailing_newlines(std::string_view s) {
+  size_t n = 0;
+  while (n < s.size() && s[s.size() - 1 - n] == '\n') ++n;
+  return n;
 }
 
-// Qwen3 parse; `final` false withholds text that may still become a marker or be stripped.
-ParsedReply parse_qwen3(std::string_view text, bool opened_think, bool final) {
-  ParsedReply r;
-  size_t end = text.find("<|im_end|>");
-  if (end != std::string_view::npos) {
-    text = text.substr(0, end);
-    r.complete = true;
-    final = true;
+// Qwen3: optional "<think>" reasoning "</think>" (newlines around it stripped), then content in
+// which "<tool_call>{json}</tool_call>" blocks become tool calls (newlines next to them dropped).
+class Qwen3Parser final : public ReplyStream::Parser {
+ public:
+  explicit Qwen3Parser(bool opened_think) : stage_(opened_think ? Stage::think : Stage::start) {}
+
+  void feed(const Tokenizer& tok, std::span<const int32_t> ids) override {
+    if (reply.complete) return;  // nothing after <|im_end|> belongs to the reply
+    for (int32_t id : ids) text_ += tok.token_bytes(id);
+    run(false);
   }
-  size_t pos = 0;
-  bool in_think = opened_think;
-  if (!in_think) {
-    size_t first = std::min(text.find_first_not_of('\n'), text.size());
-    std::string_view rest = text.substr(first);
-    if (rest.substr(0, 7) == "<think>") {
-      in_think = true;
-      pos = first + 7;
-    } else if (!final && partial_marker_suffix(rest, "<think>") == rest.size()) {
-      return r;  // could still be "<think>"
-    }
+  void feed_text(std::string_view text) {
+    if (reply.complete) return;
+    text_ += text;
+    run(false);
   }
-  if (in_think) {
-    size_t close = text.find("</think>", pos);
-    if (close == std::string_view::npos) {
-      std::string body(text.substr(pos));
-      if (!final) body.resize(body.size() - partial_marker_suffix(body, "</think>"));
-      r.reasoning = trim_newlines(body, true, true);  // trailing newlines are stripped at </think>
-      return r;
-    }
-    r.reasoning = trim_newlines(std::string(text.substr(pos, close - pos)), true, true);
-    pos = close + 8;
-    while (pos < text.size() && text[pos] == '\n') ++pos;
+  void finish() override { run(true); }
+
+ private:
+  enum class Stage { start, think, content, call, done };
+  static constexpr std::string_view kThink = "<think>", kThinkEnd = "</think>", kCall = "<tool_call>",
+                                    kCallEnd = "</tool_call>", kEnd = "<|im_end|>";
+
+  // Finds `marker` at or after pos_, remembering how far the text has been searched.
+  size_t find(std::string_view marker) {
+    size_t from = std::max(pos_, scanned_ >= marker.size() ? scanned_ - marker.size() + 1 : 0);
+    size_t at = std::string_view(text_).find(marker, from);
+    scanned_ = at == std::string_view::npos ? text_.size() : at;
+    return at;
   }
-  // Content with <tool_call>{json}</tool_call> blocks taken out (newlines next to them dropped).
-  std::string content;
-  while (pos <= text.size()) {
-    size_t open = text.find("<tool_call>", pos);
-    if (open == std::string_view::npos) {
-      std::string tail(text.substr(pos));
-      if (!final) {
-        tail.resize(tail.size() - std::max(partial_marker_suffix(tail, "<tool_call>"), partial_marker_suffix(tail, "<|im_end|>")));
-        tail = trim_newlines(tail, false, true);
+
+  void run(bool final) {
+    if (!reply.complete) {
+      size_t from = end_scanned_ >= kEnd.size() ? end_scanned_ - kEnd.size() + 1 : 0;
+      size_t end = std::string_view(text_).find(kEnd, from);
+      end_scanned_ = text_.size();
+      if (end != std::string_view::npos) {
+        text_.resize(end);
+        reply.complete = true;
       }
-      content += tail;
-      break;
     }
-    content += trim_newlines(std::string(text.substr(pos, open - pos)), false, true);
-    size_t close = text.find("</tool_call>", open);
-    if (close == std::string_view::npos) {
-      if (final) content += std::string(text.substr(open));
-      break;
+    final = final || reply.complete;
+    std::string_view t = text_;
+    while (true) {
+      if (stage_ == Stage::start) {
+        size_t first = std::min(t.find_first_not_of('\n'), t.size());
+        std::string_view rest = t.substr(first);
+        if (rest.substr(0, kThink.size()) == kThink) {
+          stage_ = Stage::think;
+          pos_ = scanned_ = first + kThink.size();
+          skip_newlines_ = true;
+        } else if (!final && partial_marker_suffix(rest, kThink) == rest.size()) {
+          return;  // could still become "<think>"
+        } else {
+          stage_ = Stage::content;
+        }
+      } else if (stage_ == Stage::think) {
+        if (skip_newlines_) {
+          while (pos_ < t.size() && t[pos_] == '\n') ++pos_;
+          if (pos_ < t.size()) skip_newlines_ = false;
+        }
+        size_t close = find(kThinkEnd);
+        if (close == std::string_view::npos) {
+          std::string_view body = t.substr(pos_);
+          // Withhold a possible start of "</think>" (and the newlines it would strip) or "<|im_end|>".
+          size_t partial = final ? 0 : std::max(partial_marker_suffix(body, kThinkEnd), partial_marker_suffix(body, kEnd));
+          size_t keep = partial + trailing_newlines(body.substr(0, body.size() - partial));
+          reply.reasoning += body.substr(0, body.size() - keep);
+          pos_ += body.size() - keep;
+          if (final) stage_ = Stage::done;
+          return;
+        }
+        std::string_view body = t.substr(pos_, close - pos_);
+        reply.reasoning += body.substr(0, body.size() - trailing_newlines(body));
+        stage_ = Stage::content;
+        pos_ = scanned_ = close + kThinkEnd.size();
+        skip_newlines_ = true;
+      } else if (stage_ == Stage::content) {
+        if (skip_newlines_) {
+          while (pos_ < t.size() && t[pos_] == '\n') ++pos_;
+          if (pos_ < t.size() || final) skip_newlines_ = false;
+          else return;
+        }
+        size_t open = find(kCall);
+        if (open == std::string_view::npos) {
+          std::string_view body = t.substr(pos_);
+          size_t keep = 0;
+          if (!final) {
+            size_t partial = std::max(partial_marker_suffix(body, kCall), partial_marker_suffix(body, kEnd));
+            keep = partial + trailing_newlines(body.substr(0, body.size() - partial));
+          }
+          reply.content += body.substr(0, body.size() - keep);
+          pos_ += body.size() - keep;
+          if (final) stage_ = Stage::done;
+          return;
+        }
+        std::string_view body = t.substr(pos_, open - pos_);
+        reply.content += body.substr(0, body.size() - trailing_newlines(body));
+        stage_ = Stage::call;
+        pos_ = scanned_ = open;
+      } else if (stage_ == Stage::call) {
+        size_t close = find(kCallEnd);
+        if (close == std::string_view::npos) {
+          if (final) {
+            reply.content += t.substr(pos_);
+            stage_ = Stage::done;
+          }
+          return;
+        }
+        std::string inner(t.substr(pos_ + kCall.size(), close - pos_ - kCall.size()));
+        ChatJson call = ChatJson::parse(inner, nullptr, false);
+        if (!call.is_discarded() && call.is_object() && call.contains("name") && call["name"].is_string()) {
+          ChatJson args = call.value("arguments", ChatJson::object());
+          reply.tool_calls.push_back(
+              ParsedToolCall{call["name"].get<std::string>(), args.is_string() ? args.get<std::string>() : args.dump()});
+        } else {
+          reply.content += t.substr(pos_, close + kCallEnd.size() - pos_);
+        }
+        stage_ = Stage::content;
+        pos_ = scanned_ = close + kCallEnd.size();
+        skip_newlines_ = true;
+      } else {
+        return;
+      }
     }
-    std::string inner(text.substr(open + 11, close - open - 11));
-    ChatJson call = ChatJson::parse(inner, nullptr, false);
-    if (!call.is_discarded() && call.is_object() && call.contains("name") && call["name"].is_string()) {
-      ChatJson args = call.value("arguments", ChatJson::object());
-      r.tool_calls.push_back(ParsedToolCall{call["name"].get<std::string>(),
-                                            args.is_string() ? args.get<std::string>() : args.dump()});
-    } else {
-      content += std::string(text.substr(open, close + 12 - open));
-    }
-    pos = close + 12;
-    while (pos < text.size() && text[pos] == '\n') ++pos;
   }
-  r.content = std::move(content);
-  return r;
-}
+
+  std::string text_;
+  Stage stage_;
+  size_t pos_ = 0, scanned_ = 0, end_scanned_ = 0;
+  bool skip_newlines_ = false;
+};
 
 }  // namespace
 
 ParsedReply parse_k3_reply(const Tokenizer& tok, std::span<const int32_t> ids, bool opened_think) {
-  const int32_t open = chat_detail::require_special(tok, "<|open|>", "Kimi K3");
-  const int32_t close = chat_detail::require_special(tok, "<|close|>", "Kimi K3");
-  const int32_t sep = chat_detail::require_special(tok, "<|sep|>", "Kimi K3");
-  const int32_t end = chat_detail::require_special(tok, "<|end_of_msg|>", "Kimi K3");
-  enum class Mode { none, reasoning, content, argument, json };
-  ParsedReply r;
-  Mode mode = opened_think ? Mode::reasoning : Mode::content;
-  bool in_tag = false, tag_is_open = false;
-  std::string tag, value, arg_key, arg_type, json_block, call_name;
-  ChatJson args = ChatJson::object();
-  bool has_json_block = false;
-  for (int32_t id : ids) {
-    if (id == end) {
-      r.complete = true;
-      break;
-    }
-    if (id == open || id == close) {
-      in_tag = true;
-      tag_is_open = id == open;
-      tag.clear();
-      continue;
-    }
-    if (id == sep) {
-      if (!in_tag) continue;
-      in_tag = false;
-      std::vector<std::pair<std::string, std::string>> attrs;
-      std::string name = tag_name(tag, attrs);
-      if (tag_is_open) {
-        if (name == "think") mode = Mode::reasoning;
-        else if (name == "response") mode = Mode::content;
-        else if (name == "call") call_name = attr(attrs, "tool"), args = ChatJson::object(), has_json_block = false, mode = Mode::none;
-        else if (name == "argument") arg_key = attr(attrs, "key"), arg_type = attr(attrs, "type"), value.clear(), mode = Mode::argument;
-        else if (name == "json") json_block.clear(), has_json_block = true, mode = Mode::json;
-        else mode = Mode::none;
-      } else {
-        if (name == "argument" && mode == Mode::argument) {
-          ChatJson v = arg_type == "string" ? ChatJson(value) : ChatJson::parse(value, nullptr, false);
-          args[arg_key] = v.is_discarded() ? ChatJson(value) : v;
-        } else if (name == "call") {
-          r.tool_calls.push_back(ParsedToolCall{call_name, has_json_block ? json_block : args.dump()});
-        }
-        mode = Mode::none;
-      }
-      continue;
-    }
-    if (tok.is_special(id)) continue;  // stray specials carry no text
-    std::string_view bytes = tok.token_bytes(id);
-    if (in_tag) tag += bytes;
-    else if (mode == Mode::reasoning) r.reasoning += bytes;
-    else if (mode == Mode::content) r.content += bytes;
-    else if (mode == Mode::argument) value += bytes;
-    else if (mode == Mode::json) json_block += bytes;
-  }
-  return r;
+  K3Parser p(tok, opened_think);
+  p.feed(tok, ids);
+  p.finish();
+  return std::move(p.reply);
 }
 
-ParsedReply parse_qwen3_reply(std::string_view text, bool opened_think) { return parse_qwen3(text, opened_think, true); }
+ParsedReply parse_qwen3_reply(std::string_view text, bool opened_think) {
+  Qwen3Parser p(opened_think);
+  p.feed_text(text);
+  p.finish();
+  return std::move(p.reply);
+}
 
 ReplyStream::ReplyStream(const Tokenizer& tokenizer, ChatFormat format, bool prompt_opened_think)
-    : tokenizer_(tokenizer), format_(format), opened_think_(prompt_opened_think) {}
-
-ReplyStream::Delta ReplyStream::push(std::span<const int32_t> ids) {
-  ids_.insert(ids_.end(), ids.begin(), ids.end());
-  return advance(false);
+    : tokenizer_(tokenizer) {
+  if (format == ChatFormat::kimi_k3) parser_ = std::make_unique<K3Parser>(tokenizer, prompt_opened_think);
+  else parser_ = std::make_unique<Qwen3Parser>(prompt_opened_think);
 }
 
-ReplyStream::Delta ReplyStream::advance(bool final) {
-  ParsedReply r = format_ == ChatFormat::kimi_k3 ? parse_k3_reply(tokenizer_, ids_, opened_think_)
-                                                 : parse_qwen3(tokenizer_.decode(ids_), opened_think_, final);
+ReplyStream::~ReplyStream() = default;
+
+ReplyStream::Delta ReplyStream::push(std::span<const int32_t> ids) {
+  parser_->feed(tokenizer_, ids);
+  return take(false);
+}
+
+ReplyStream::Delta ReplyStream::take(bool final) {
   Delta d;
-  auto take = [&](const std::string& all, size_t& sent, std::string& out) {
-    if (all.size() <= sent) return;
+  auto take_one = [&](const std::string& all, size_t& sent, std::string& out) {
     // Hold back a trailing incomplete UTF-8 sequence until its remaining bytes arrive.
     size_t upto = all.size() - (final ? 0 : utf8_incomplete_tail(all));
     if (upto <= sent) return;
     out = all.substr(sent, upto - sent);
     sent = upto;
   };
-  take(r.reasoning, sent_reasoning_, d.reasoning);
-  take(r.content, sent_content_, d.content);
+  take_one(parser_->reply.reasoning, sent_reasoning_, d.reasoning);
+  take_one(parser_->reply.content, sent_content_, d.content);
   return d;
 }
 
+ReplyStream::Delta ReplyStream::flush() {
+  parser_->finish();
+  return take(true);
+}
+
 ParsedReply ReplyStream::finish() {
-  ParsedReply r = format_ == ChatFormat::kimi_k3 ? parse_k3_reply(tokenizer_, ids_, opened_think_)
-                                                 : parse_qwen3(tokenizer_.decode(ids_), opened_think_, true);
-  ids_.clear();
-  sent_reasoning_ = sent_content_ = 0;
-  return r;
+  parser_->finish();
+  return parser_->reply;
 }
 
 }  // namespace sluice::tokenizer

@@ -128,12 +128,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       std::vector<int32_t> ids;
       for (unsigned char c : input) ids.push_back(c % 2 ? int32_t(256 + 16 + (c >> 1) % 6) : int32_t(c));
-      ParsedReply r = parse_k3_reply(*fx.k3, ids, input.size() % 2);
-      (void)r;
-      (void)parse_qwen3_reply(input, input.size() % 2);
-      ReplyStream s(*fx.k3, ChatFormat::kimi_k3, true);
-      for (int32_t id : ids) (void)s.push(std::span<const int32_t>(&id, 1));
-      (void)s.finish();
+      // Streaming one id at a time must give exactly the one-shot parse, for both formats.
+      bool opened = input.size() % 2;
+      ParsedReply whole_k3 = parse_k3_reply(*fx.k3, ids, opened);
+      std::vector<int32_t> text_ids = fx.tiktoken[0]->encode(input);
+      ParsedReply whole_qwen = parse_qwen3_reply(input, opened);
+      for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3}) {
+        const std::vector<int32_t>& feed = f == ChatFormat::kimi_k3 ? ids : text_ids;
+        const ParsedReply& whole = f == ChatFormat::kimi_k3 ? whole_k3 : whole_qwen;
+        ReplyStream s(*fx.k3, f, opened);
+        std::string reasoning, content;
+        for (int32_t id : feed) {
+          ReplyStream::Delta d = s.push(std::span<const int32_t>(&id, 1));
+          reasoning += d.reasoning;
+          content += d.content;
+        }
+        ReplyStream::Delta d = s.flush();
+        check(reasoning + d.reasoning == whole.reasoning);
+        check(content + d.content == whole.content);
+        check(s.finish().tool_calls.size() == whole.tool_calls.size());
+      }
     }
   }
   return 0;

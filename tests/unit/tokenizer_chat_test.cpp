@@ -249,12 +249,38 @@ TEST(TokenizerChat, Qwen3ParserAndStream) {
     reasoning += d.reasoning;
     content += d.content;
   }
+  ReplyStream::Delta last = stream.flush();
+  reasoning += last.reasoning;
+  content += last.content;
   ParsedReply f = stream.finish();
   EXPECT_EQ(reasoning, p.reasoning);
-  EXPECT_EQ(f.content.substr(0, content.size()), content);
+  EXPECT_EQ(content, p.content);
+  EXPECT_EQ(f.content, p.content);
   EXPECT_EQ(f.tool_calls.size(), 1u);
   EXPECT_EQ(parse_qwen3_reply("plain answer").content, "plain answer");
   EXPECT_EQ(parse_qwen3_reply("still thinking", true).reasoning, "still thinking");
+  EXPECT_EQ(parse_qwen3_reply("\n\n<think>\n\nr\n</think>\n\nc<|im_end|>ignored").reasoning, "r");
+  EXPECT_EQ(parse_qwen3_reply("\n\n<think>\n\nr\n</think>\n\nc<|im_end|>ignored").content, "c");
+  EXPECT_EQ(parse_qwen3_reply("<thin").content, "<thin");
+  // Character-by-character streaming of text gives the same split as the one-shot parse.
+  for (int variant = 0; variant < 4; ++variant) {
+    bool opened = variant % 2;
+    std::string sample = variant < 2 ? "<think>\n\nA\n\nB\n</think>\n\nX\n\nY<tool_call>\n{\"name\": \"f\"}\n</tool_call>\n\nZ</tool_c"
+                                     : "reasoning cut short<|im_end|>after the end";
+    ParsedReply whole = parse_qwen3_reply(sample, opened);
+    std::vector<int32_t> chars;
+    for (char ch : sample) tok->encode_into(std::string(1, ch), chars);
+    ReplyStream s(*tok, ChatFormat::qwen3, opened);
+    std::string r2, c2;
+    for (int32_t id : chars) {
+      ReplyStream::Delta d = s.push(std::span<const int32_t>(&id, 1));
+      r2 += d.reasoning;
+      c2 += d.content;
+    }
+    ReplyStream::Delta d = s.flush();
+    EXPECT_EQ(r2 + d.reasoning, whole.reasoning) << opened;
+    EXPECT_EQ(c2 + d.content, whole.content) << opened;
+  }
 }
 
 TEST(TokenizerChat, PythonJsonDumps) {
