@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -109,7 +111,8 @@ __attribute__((target("avx2"))) uint64_t stream_sum_avx2(const std::byte* p, siz
     a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
   }
   alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  __m256i sum = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
@@ -129,15 +132,13 @@ uint64_t stream_sum(const std::byte* p, size_t bytes) {
 
 const std::byte* sweep_buffer() {
   static Buffer buffer = [] {
-    Buffer b = sluice::allocate_touched(kSweepBytes + (size_t(64) << 20));
-    auto* u = reinterpret_cast<uint8_t*>(b.get());
-    for (size_t i = 0; i < kSweepBytes; i += 4096) u[i] = uint8_t(i >> 12);
-    return b;
+    // One weight-sized chunk beyond kSweepBytes (the largest, bf16, is 21 MiB); zeroed and touched.
+    return sluice::allocate_touched(kSweepBytes + (size_t(64) << 20));
   }();
   return buffer.get();
 }
 
-// Reads the next `bytes` of the sweep buffer (wrapping) and returns the seconds it took.
+// Streams the next weight-sized chunk of the sweep buffer (wrapping) and returns the seconds it took.
 class FloorReader {
  public:
   explicit FloorReader(size_t bytes) : chunk_(bytes / 256 * 256), chunks_(kSweepBytes / chunk_ + 1) {}
@@ -255,7 +256,8 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{3072, 3584}, {3584, 3072}};  // gate/up and down of a K3 routed expert
   for (WeightType type : {WeightType::MXFP4, WeightType::BF16}) {
     for (const Shape& sh : shapes) {
-      const std::string group = std::string(type_tag(type)) + "_" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+      const std::string group =
+          std::string(type_tag(type)) + "_" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
       for (const Isa* isa : isas) {
         std::vector<int64_t> batches{1};
         if (isa == best) batches = {1, 2, 4, 8};

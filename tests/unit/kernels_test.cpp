@@ -287,7 +287,8 @@ void expect_batch_invariant(const Isa& isa, WeightType type, int64_t rows, int64
     std::vector<float> xi(x.begin() + i * cols, x.begin() + (i + 1) * cols), yi(static_cast<size_t>(rows));
     linear_on(isa, t.w, xi.data(), 1, yi.data());
     for (int64_t r = 0; r < rows; ++r)
-      ASSERT_TRUE(same_bits(yi[size_t(r)], batched[size_t(i * rows + r)])) << "n=1 vs batched: row " << r << " vector " << i;
+      ASSERT_TRUE(same_bits(yi[size_t(r)], batched[size_t(i * rows + r)]))
+          << "n=1 vs batched: row " << r << " vector " << i;
   }
 
   // Random row splits, every piece with a different sub-batch offset, through the raw entry
@@ -404,13 +405,16 @@ TEST(KernelMxfp4, AllCodesAllPositionsExtremeScalesExact) {
 // scale-after-sum and the SIMD paths must all stay finite and exact (all terms equal powers of two).
 TEST(KernelMxfp4, LargestScaleSumsStayFinite) {
   const int64_t rows = 5, cols = 128, blocks = cols / 32;
-  std::vector<uint8_t> packed(static_cast<size_t>(rows * cols / 2), 0x77), scales(static_cast<size_t>(rows * blocks), 254);  // code 7 = 6
+  // Every code 7 (= 6), every scale byte 254 (= 2^127).
+  std::vector<uint8_t> packed(static_cast<size_t>(rows * cols / 2), 0x77);
+  std::vector<uint8_t> scales(static_cast<size_t>(rows * blocks), 254);
   Weight w{WeightType::MXFP4, rows, cols, packed.data(), scales.data()};
   std::vector<float> x(static_cast<size_t>(cols), std::ldexp(1.0f, -40));
   for (const Isa* isa : available_isas()) {
     std::vector<float> y(static_cast<size_t>(rows));
     linear_on(*isa, w, x.data(), 1, y.data());
-    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(double(y[size_t(r)]), 6.0 * 128 * std::ldexp(1.0, 127 - 40)) << isa->name;
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(double(y[size_t(r)]), 6.0 * 128 * std::ldexp(1.0, 127 - 40)) << isa->name;
   }
 }
 

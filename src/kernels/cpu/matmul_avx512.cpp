@@ -1,6 +1,7 @@
 // AVX-512 (F/BW/VL/DQ) products of f32, bf16 and MXFP4 weights with fp32 activations. Each
 // (row, vector) output is computed by one fixed sequence of vector operations whatever the tile it
 // falls in, so results are batch-invariant (kernels.h); the scalar kernels are the oracle.
+
 // g++ 12's AVX-512 headers self-initialise their "undefined" vectors (`__m512 __Y = __Y;`), which
 // -Wuninitialized reports wherever such an intrinsic is inlined (GCC PR 105593); the warning
 // location is the header, so silencing it around the include is enough.
@@ -63,7 +64,7 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
 }
 
 // One accumulator per (row, vector) over 16-column steps, the tail step masked, then the fixed
-// 16-lane reduction tree of _mm512_reduce_add_ps.
+// 16-lane reduction tree.
 template <typename T, int R, int N>
 void dense_tile(const T* w, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m512 acc[R][N];
@@ -140,8 +141,11 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // 8d+4+s). The activations are permuted once per call to match, so per chunk and vector the
 // work is 8 FMAs into two partial sums, their sum, and one FMA that applies the four block
 // scales (lanes 4b..4b+3 belong to block b): Σ(w·x)·2^(e-127) per block, like the scalar kernel,
-// so no scale byte can overflow where scalar would not. One vpermw per 32 weights matters: on
-// Zen 4 shuffles compete with FMAs, and this is the cheapest decode per FMA we found.
+// so no scale byte can overflow where scalar would not. On Zen 4 shuffles and shifts share pipes
+// with the FMAs; of the decodes we measured (vpermps per 16 weights with the table pre-scaled,
+// vpermps per 16 on 64-byte loads, vpermw per 32) this one costs least, about 4 cycles per
+// block and row at n = 1 against about 2.5 for the FMAs alone, so n = 1 is bound by the core,
+// not by memory, on one Zen 4 core.
 constexpr int64_t kChunkCols = 128;
 constexpr int64_t kChunkBlocks = kChunkCols / 32;
 
@@ -226,8 +230,8 @@ void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, cons
       const uint8_t* src = packed + r * row_bytes + b * 16;
       prefetch_ahead(src + R * row_bytes);
       if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
-      __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src)
-                                                 : _mm512_maskz_loadu_epi8((__mmask64(1) << (valid_blocks * 16)) - 1, src);
+      const __mmask64 valid_bytes = (__mmask64(1) << (valid_blocks * 16)) - 1;  // unused for a full chunk
+      __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(valid_bytes, src);
       const ChunkWeights cw = decode_chunk(raw, table);
       const __m512 scale = chunk_scales(scales + r * blocks + b, valid_blocks);
 #pragma GCC unroll 4
