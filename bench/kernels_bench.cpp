@@ -4,7 +4,8 @@
 //
 // Every timed call reads a different copy of the weights, cycling through more than 256 MiB, so
 // that the weights come from DRAM as routed experts do rather than from the L3. The floor streams
-// through its own 256 MiB buffer the same way, one weight-sized chunk after every call.
+// through its own 256 MiB buffer the same way, one weight-sized chunk after every call. Rows
+// named threads:N run the engine's threaded linear() against a floor read by the same threads.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -22,6 +23,7 @@
 
 #include "core/arena.h"
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 
 namespace {
@@ -138,13 +140,23 @@ const std::byte* sweep_buffer() {
   return buffer.get();
 }
 
-// Streams the next weight-sized chunk of the sweep buffer (wrapping) and returns the seconds it took.
+// Streams the next weight-sized chunk of the sweep buffer (wrapping) and returns the seconds it
+// took; with `threaded`, the chunk is split over the global thread pool like linear() splits rows.
 class FloorReader {
  public:
-  explicit FloorReader(size_t bytes) : chunk_(bytes / 256 * 256), chunks_(kSweepBytes / chunk_ + 1) {}
+  FloorReader(size_t bytes, bool threaded)
+      : chunk_(bytes / 256 * 256), chunks_(kSweepBytes / chunk_ + 1), threaded_(threaded) {}
   double read_next() {
+    const std::byte* base = sweep_buffer() + k_ * chunk_;
     const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(stream_sum(sweep_buffer() + k_ * chunk_, chunk_));
+    if (threaded_) {
+      const int64_t pieces = int64_t(chunk_ / 256);
+      sluice::ThreadPool::global().parallel_for(pieces, 1024, [&](int64_t a, int64_t b) {
+        benchmark::DoNotOptimize(stream_sum(base + a * 256, size_t(b - a) * 256));
+      });
+    } else {
+      benchmark::DoNotOptimize(stream_sum(base, chunk_));
+    }
     const auto t1 = std::chrono::steady_clock::now();
     k_ = (k_ + 1) % chunks_;
     return std::chrono::duration<double>(t1 - t0).count();
@@ -153,6 +165,7 @@ class FloorReader {
 
  private:
   size_t chunk_, chunks_, k_ = 0;
+  bool threaded_;
 };
 
 // ---- the kernels ----
@@ -177,17 +190,22 @@ double median(std::vector<double>& v) {
 // number of bytes from the sweep buffer (A/B alternation at the finest grain, so both see the
 // same machine load). The benchmark's time is the product's; the counters compare medians of
 // the per-call times, which other processes on a shared machine disturb least.
-void kernel_bench(benchmark::State& state, const Isa* isa, WeightType type, int64_t rows, int64_t cols, int64_t n) {
+// `threaded` runs linear() with this ISA active (rows over the global thread pool) against a floor
+// read by the same threads; otherwise linear_on() on the calling thread.
+void kernel_bench(benchmark::State& state, const Isa* isa, WeightType type, int64_t rows, int64_t cols, int64_t n,
+                  bool threaded) {
   WeightSet& set = weight_set(type, rows, cols);
   std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
   uint64_t s = 12345;
   for (float& v : x) v = float(int64_t(next_random(s) % 2001) - 1000) / 1000.0f;
-  FloorReader floor(set.bytes_per_copy);
+  FloorReader floor(set.bytes_per_copy, threaded);
+  if (threaded) sluice::kernels::set_active_isa(isa->name);
   std::vector<double> kernel_seconds, floor_seconds;
   size_t k = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    sluice::kernels::linear_on(*isa, set.copies[k], x.data(), n, y.data());
+    if (threaded) sluice::kernels::linear(set.copies[k], x.data(), n, y.data());
+    else sluice::kernels::linear_on(*isa, set.copies[k], x.data(), n, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -227,9 +245,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\nWeight bytes/s vs the memory-read floor measured between the same calls (single core):\n");
-    std::printf("%-40s %12s %12s %7s\n", "kernel", "GB/s (1e9)", "floor GB/s", "ratio");
-    for (const Row& r : rows_) std::printf("%-40s %12.2f %12.2f %7.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio);
+    std::printf("\nWeight bytes/s vs the memory-read floor measured between the same calls (single core unless\n"
+                "the name says threads:N, whose floor is read by the same N threads):\n");
+    std::printf("%-48s %12s %12s %7s\n", "kernel", "GB/s (1e9)", "floor GB/s", "ratio");
+    for (const Row& r : rows_) std::printf("%-48s %12.2f %12.2f %7.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio);
     std::fflush(stdout);
   }
 
@@ -263,10 +282,19 @@ int main(int argc, char** argv) {
         if (isa == best) batches = {1, 2, 4, 8};
         else if (isa != isas.front()) batches = {1, 4};
         for (int64_t n : batches) {
-          benchmark::RegisterBenchmark((group + "/" + isa->name + "/n:" + std::to_string(n)).c_str(),
-                                       [=](benchmark::State& st) { kernel_bench(st, isa, type, sh.rows, sh.cols, n); })
+          benchmark::RegisterBenchmark(
+              (group + "/" + isa->name + "/n:" + std::to_string(n)).c_str(),
+              [=](benchmark::State& st) { kernel_bench(st, isa, type, sh.rows, sh.cols, n, false); })
               ->UseManualTime();
         }
+      }
+      // The engine's own path for comparison: every core, against a floor read by every core.
+      const std::string threads = std::to_string(sluice::ThreadPool::global().size());
+      for (int64_t n : {1, 4}) {
+        benchmark::RegisterBenchmark(
+            (group + "/" + best->name + "-threads:" + threads + "/n:" + std::to_string(n)).c_str(),
+            [=](benchmark::State& st) { kernel_bench(st, best, type, sh.rows, sh.cols, n, true); })
+            ->UseManualTime();
       }
     }
   }
