@@ -44,7 +44,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 struct RunArgs {
   runtime::EngineOptions engine;
   std::string prompt_ids, events, router_trace;
-  int64_t max_new = 32, prefill_chunk = 512;
+  int64_t max_new = 32, prefill_chunk = 0;
+  double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
   std::string draft = "off";  // off | ngram | model:DIR
@@ -114,6 +115,7 @@ int run(const RunArgs& a) {
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;
+  opt.prefill_memory = a.prefill_memory_gb * 1e9;
   opt.stop_at_eos = !a.no_eos;
   opt.sampling = a.sampling;
   opt.drafter = drafter.get();
@@ -187,7 +189,13 @@ Action register_run(CLI::App& app) {
   sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3")->required();
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
-  sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt positions per prefill pass")->default_val(512)->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->prefill_chunk,
+                  "Prompt positions per prefill pass (0 = as many as --prefill-memory-gb allows)")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--prefill-memory-gb", a->prefill_memory_gb, "Scratch memory a prefill pass may use (GB)")
+      ->default_val(2.0)
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--stats", a->stats, "Print timing and expert counters to stderr");
   sub->add_flag("--json", a->json,
                 "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");

@@ -173,6 +173,19 @@ void KimiModel::predict_next_layer(int next, const float* m_in, int64_t T) {
   experts_->prefetch(next, chosen);
 }
 
+int64_t KimiModel::pass_bytes_per_row(bool record) const {
+  const KimiConfig& c = config_;
+  const int64_t H = c.hidden_size, P = c.kda_dim(), k = c.experts_per_token, R = c.expert_input_size();
+  const int64_t anchors = c.attn_res_block_size > 0 ? c.num_layers / c.attn_res_block_size + 2 : 0;
+  int64_t floats = 8 * H + anchors * H;                                   // h, prefix, mix, normed, outputs
+  floats += 12 * P + 2 * c.kda_heads;                                     // KDA projections, conv, gates
+  floats += c.num_heads * (c.qk_head_dim() + 2 * c.v_head_dim) + c.kv_lora_rank + c.qk_rope_head_dim;  // MLA
+  floats += c.num_experts + R + k * R + 3 * R + 2 * c.moe_intermediate_size * std::max<int64_t>(1, k);  // MoE
+  floats += 2 * std::max(c.intermediate_size, c.num_shared_experts * c.moe_intermediate_size);         // MLPs
+  if (record) floats += c.count_layers(format::AttnKind::KDA) * (6 * P + c.kda_heads);
+  return floats * int64_t(sizeof(float)) + 16 * k;
+}
+
 void KimiModel::commit_prefix(SequenceState& st, int64_t n) const {
   if (!st.record.valid) fail("commit_prefix without a recorded pass");
   if (n < 0 || n > st.record.rows) fail("commit_prefix(", n, ") outside 0..", st.record.rows);

@@ -53,6 +53,10 @@ class KimiModel {
 
   const ModelCounters& counters() const { return counters_; }
 
+  // Scratch bytes one row of a pass needs (activations, anchors, per-row expert outputs, the
+  // KDA record of a verify pass): a prefill chunk is sized from a memory budget with it.
+  int64_t pass_bytes_per_row(bool record) const;
+
  private:
   KimiModel() = default;
   void embed(std::span<const int32_t> tokens, float* h) const;

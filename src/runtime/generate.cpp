@@ -19,7 +19,12 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
                         const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
                         const std::function<void(const StepInfo&)>& on_step) {
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
-  if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1");
+  if (opt.prefill_chunk < 0) fail("prefill chunk must not be negative");
+  // Each pass reads every routed expert of its union once, so fewer, longer passes read less:
+  // the chunk is as long as the memory budget allows, not a small constant.
+  const int64_t chunk = opt.prefill_chunk > 0
+                            ? opt.prefill_chunk
+                            : std::max<int64_t>(1, int64_t(opt.prefill_memory / double(m.pass_bytes_per_row(false))));
   const int64_t V = m.config().vocab_size;
   const int32_t eos = m.config().eos_token_id;
   Sampler sampler(opt.sampling);
@@ -30,8 +35,8 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   std::vector<float> logits(static_cast<size_t>(V));
   std::vector<float> probs;
   auto t0 = clock::now();
-  for (size_t at = 0; at < prompt.size(); at += size_t(opt.prefill_chunk)) {
-    size_t n = std::min(prompt.size() - at, size_t(opt.prefill_chunk));
+  for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
+    size_t n = std::min(prompt.size() - at, size_t(chunk));
     m.forward(state, prompt.subspan(at, n), model::PassOptions{}, logits.data());
   }
   auto choose = [&](const float* row) {

@@ -19,7 +19,8 @@ namespace sluice::runtime {
 
 struct GenerateOptions {
   int64_t max_new = 32;
-  int64_t prefill_chunk = 512;  // positions per prefill pass
+  int64_t prefill_chunk = 0;    // positions per prefill pass; 0 = as many as prefill_memory allows
+  double prefill_memory = 2e9;  // bytes of pass scratch a prefill chunk may use (sets its length)
   bool stop_at_eos = true;
   SamplingParams sampling;      // default: greedy
   Drafter* drafter = nullptr;   // optional

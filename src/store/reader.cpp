@@ -95,6 +95,27 @@ ExpertReader::~ExpertReader() {
   for (auto& [path, fd] : fds_) ::close(fd);
 }
 
+bool ExpertReader::register_arena(std::byte* base, size_t bytes) {
+#ifdef SLUICE_HAVE_URING
+  if (!uring_ || bytes == 0) return false;
+  // One iovec per 1 GiB (the kernel's limit per registered buffer).
+  const size_t chunk = size_t(1) << 30;
+  std::vector<iovec> iov;
+  for (size_t off = 0; off < bytes; off += chunk) iov.push_back({base + off, std::min(chunk, bytes - off)});
+  if (io_uring_register_buffers(&uring_->ring, iov.data(), unsigned(iov.size())) != 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  registered_ = true;
+  arena_ = base;
+  arena_chunk_ = chunk;
+  arena_bytes_ = bytes;
+  return true;
+#else
+  (void)base;
+  (void)bytes;
+  return false;
+#endif
+}
+
 void ExpertReader::set_home_delay(int home, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   delay_.at(size_t(home)) = seconds;
@@ -310,7 +331,13 @@ void ExpertReader::uring_loop() {
           break;
         }
         j.state = 1;
-        io_uring_prep_read(sqe, fd, j.dst, unsigned(h.length), h.offset);
+        size_t at = size_t(j.dst - arena_);
+        bool fixed = registered_ && j.dst >= arena_ && at + h.length <= arena_bytes_ &&
+                     at / arena_chunk_ == (at + h.length - 1) / arena_chunk_;
+        if (fixed)
+          io_uring_prep_read_fixed(sqe, fd, j.dst, unsigned(h.length), h.offset, int(at / arena_chunk_));
+        else
+          io_uring_prep_read(sqe, fd, j.dst, unsigned(h.length), h.offset);
         io_uring_sqe_set_data64(sqe, id);
         started[id] = now_s();
         ++inflight;

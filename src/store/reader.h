@@ -48,7 +48,11 @@ class ExpertReader {
   bool ready(uint64_t ticket);
 
   std::vector<HomeStats> stats() const;
-  const char* engine() const { return uring_ ? "io_uring" : "pread"; }
+  const char* engine() const { return uring_ ? (registered_ ? "io_uring+fixed" : "io_uring") : "pread"; }
+  // Registers [base, base+bytes) (the cache arena) with io_uring so reads into it use fixed
+  // buffers (no per-read page pinning). Returns false when the kernel refuses (for example a low
+  // RLIMIT_MEMLOCK); reads then use ordinary buffers. Call before the first submit.
+  bool register_arena(std::byte* base, size_t bytes);
   // Test hook: every read from `home` first sleeps this long.
   void set_home_delay(int home, double seconds);
 
@@ -86,6 +90,9 @@ class ExpertReader {
   std::vector<std::thread> threads_;
   struct Uring;
   std::unique_ptr<Uring> uring_;
+  bool registered_ = false;
+  std::byte* arena_ = nullptr;
+  size_t arena_chunk_ = 0, arena_bytes_ = 0;
 };
 
 }  // namespace sluice::store

@@ -22,6 +22,7 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
   if (opt_.source) opt_.source->adopt(m_);
   reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
+  reader_->register_arena(arena_.get(), n * slot);
 }
 
 StreamingExperts::~StreamingExperts() {
