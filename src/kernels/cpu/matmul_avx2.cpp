@@ -111,93 +111,122 @@ void matmul_bf16_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, f
 }
 
 // ---- MXFP4 ----
-// vpshufb looks the 16 codes up in a table of 2·E2M1 (the small integers 0,1,2,3,4,6,8,12 with
-// sign), which widen exactly to fp32; the factor 2 is folded into the block scale (2^(e-128) is
-// still an exact float for e >= 1). Per block the products are summed into one partial and the
-// partial is scaled, as the scalar kernel does. Activations are de-interleaved once per call into
-// [even 16 | odd 16] per block, matching the nibble order.
-void deinterleave_blocks(const float* x, int64_t cols, float* out) {
-  for (int64_t c = 0; c < cols; c += 32) {
-    for (int j = 0; j < 16; ++j) {
-      out[c + j] = x[c + 2 * j];
-      out[c + 16 + j] = x[c + 2 * j + 1];
+// Work goes in pairs of blocks (64 columns, 32 bytes of codes per row), one block per 128-bit
+// lane. Two vpshufb per nibble half look up the high and low bytes of the E2M1 value as bf16
+// (exact), unpacking them interleaves the bytes into bf16 words, and each dword of words is
+// widened exactly by a 16-bit shift (low word) and a mask (high word): eight vectors of 8
+// weights. The activations are permuted once per call to the same order. Per pair and vector the
+// eight products go into two partial sums, and their sum is scaled by [2^(e0-127) x4, 2^(e1-127)
+// x4]: Σ(w·x)·2^(e-127) per block, as the scalar kernel does.
+constexpr int64_t kPairCols = 64;
+
+inline int64_t padded_cols(int64_t cols) { return (cols + kPairCols - 1) / kPairCols * kPairCols; }
+
+// Column offset within the block for vector m, dword d (see decode_pair).
+constexpr int kPairOffset[8][4] = {{0, 4, 8, 12},  {2, 6, 10, 14},  {16, 20, 24, 28}, {18, 22, 26, 30},
+                                   {1, 5, 9, 13},  {3, 7, 11, 15},  {17, 21, 25, 29}, {19, 23, 27, 31}};
+
+// x -> per pair 8 vectors of 8: vector m, element 4k+d = x[pair + 32k + kPairOffset[m][d]]; zero
+// past cols.
+void permute_activations(const float* x, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; c += kPairCols) {
+    for (int m = 0; m < 8; ++m) {
+      for (int k = 0; k < 2; ++k) {
+        for (int d = 0; d < 4; ++d) {
+          const int64_t col = c + 32 * k + kPairOffset[m][d];
+          out[c + m * 8 + 4 * k + d] = col < cols ? x[col] : 0.0f;
+        }
+      }
     }
   }
 }
 
-struct BlockWeights {
-  __m256 even0, even1, odd0, odd1;  // columns 0,2..14 | 16..30 | 1,3..15 | 17..31 (times 2)
+struct PairWeights {
+  __m256 w[8];  // w[m] matches activation vector m
 };
 
-inline BlockWeights decode_block(const uint8_t* p) {
-  const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const __m128i nibble = _mm_set1_epi8(0x0f);
-  __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(bytes, nibble));
-  __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble));
-  BlockWeights b;
-  b.even0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-  b.even1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo)));
-  b.odd0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-  b.odd1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)));
-  return b;
+inline PairWeights decode_pair(__m256i bytes) {
+  // bf16 of E2M1 code c: high byte and low byte, repeated for both lanes.
+  const __m256i high_bytes = _mm256_setr_epi8(
+      0x00, 0x3f, 0x3f, 0x3f, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xbf), char(0xbf), char(0xbf), char(0xc0),
+      char(0xc0), char(0xc0), char(0xc0), 0x00, 0x3f, 0x3f, 0x3f, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xbf),
+      char(0xbf), char(0xbf), char(0xc0), char(0xc0), char(0xc0), char(0xc0));
+  const __m256i low_bytes = _mm256_setr_epi8(0x00, 0x00, char(0x80), char(0xc0), 0x00, 0x40, char(0x80), char(0xc0),
+                                             0x00, 0x00, char(0x80), char(0xc0), 0x00, 0x40, char(0x80), char(0xc0),
+                                             0x00, 0x00, char(0x80), char(0xc0), 0x00, 0x40, char(0x80), char(0xc0),
+                                             0x00, 0x00, char(0x80), char(0xc0), 0x00, 0x40, char(0x80), char(0xc0));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i high_word = _mm256_set1_epi32(int32_t(0xffff0000u));
+  const __m256i even = _mm256_and_si256(bytes, nibble);                         // columns 2j
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);  // columns 2j+1
+  const __m256i even_hi = _mm256_shuffle_epi8(high_bytes, even), even_lo = _mm256_shuffle_epi8(low_bytes, even);
+  const __m256i odd_hi = _mm256_shuffle_epi8(high_bytes, odd), odd_lo = _mm256_shuffle_epi8(low_bytes, odd);
+  // bf16 words of columns 2j (j < 8 | j >= 8) and 2j+1 (likewise), per lane.
+  const __m256i even_lo_words = _mm256_unpacklo_epi8(even_lo, even_hi);
+  const __m256i even_hi_words = _mm256_unpackhi_epi8(even_lo, even_hi);
+  const __m256i odd_lo_words = _mm256_unpacklo_epi8(odd_lo, odd_hi);
+  const __m256i odd_hi_words = _mm256_unpackhi_epi8(odd_lo, odd_hi);
+  PairWeights pw;
+  pw.w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(even_lo_words, 16));
+  pw.w[1] = _mm256_castsi256_ps(_mm256_and_si256(even_lo_words, high_word));
+  pw.w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(even_hi_words, 16));
+  pw.w[3] = _mm256_castsi256_ps(_mm256_and_si256(even_hi_words, high_word));
+  pw.w[4] = _mm256_castsi256_ps(_mm256_slli_epi32(odd_lo_words, 16));
+  pw.w[5] = _mm256_castsi256_ps(_mm256_and_si256(odd_lo_words, high_word));
+  pw.w[6] = _mm256_castsi256_ps(_mm256_slli_epi32(odd_hi_words, 16));
+  pw.w[7] = _mm256_castsi256_ps(_mm256_and_si256(odd_hi_words, high_word));
+  return pw;
 }
 
-// 2^(e-127) / 2: the E8M0 byte minus one as a float exponent, or the subnormal 2^-127 for e = 1.
-inline float half_scale(uint8_t e) { return e8m0_to_f32(e) * 0.5f; }
-
-template <int R, int N>
-void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd, int64_t cols, float* y,
-                int64_t ldy) {
-  __m256 acc[R][N];
-#pragma GCC unroll 16
-  for (int k = 0; k < R * N; ++k) acc[k / N][k % N] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    // Row by row so only one decoded block is live (AVX2 has 16 registers); x comes from L1.
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      if (b % 4 == 0) {
-        prefetch_ahead(packed + (R + r) * (cols / 2) + b * 16);
-        if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
+// One row against N vectors.
+template <int N>
+void mxfp4_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, float* y,
+               int64_t ldy) {
+  const int64_t blocks = cols / 32, row_bytes = cols / 2;
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; b += 2) {
+    const bool both = b + 1 < blocks;
+    const uint8_t* src = packed + b * 16;
+    prefetch_ahead(src + row_bytes);
+    if (b % 64 == 0) prefetch_ahead(scales + blocks + b);
+    const __m256i bytes = both ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))
+                               : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    const PairWeights pw = decode_pair(bytes);
+    const __m256i e = _mm256_setr_epi32(scales[b], scales[b], scales[b], scales[b], both ? scales[b + 1] : 0,
+                                        both ? scales[b + 1] : 0, both ? scales[b + 1] : 0, both ? scales[b + 1] : 0);
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+#pragma GCC unroll 2
+    for (int i = 0; i < N; ++i) {
+      const float* xv = xp + i * pcols + b * 32;
+      __m256 p0 = _mm256_mul_ps(pw.w[0], _mm256_load_ps(xv));
+      __m256 p1 = _mm256_mul_ps(pw.w[1], _mm256_load_ps(xv + 8));
+#pragma GCC unroll 3
+      for (int m = 2; m < 8; m += 2) {
+        p0 = _mm256_fmadd_ps(pw.w[m], _mm256_load_ps(xv + 8 * m), p0);
+        p1 = _mm256_fmadd_ps(pw.w[m + 1], _mm256_load_ps(xv + 8 * m + 8), p1);
       }
-      const BlockWeights wb = decode_block(packed + r * (cols / 2) + b * 16);
-      const __m256 s = _mm256_set1_ps(half_scale(scales[r * blocks + b]));
-#pragma GCC unroll 4
-      for (int i = 0; i < N; ++i) {
-        const float* xb = xd + i * cols + b * 32;
-        __m256 part = _mm256_mul_ps(wb.even0, _mm256_loadu_ps(xb));
-        part = _mm256_fmadd_ps(wb.even1, _mm256_loadu_ps(xb + 8), part);
-        part = _mm256_fmadd_ps(wb.odd0, _mm256_loadu_ps(xb + 16), part);
-        part = _mm256_fmadd_ps(wb.odd1, _mm256_loadu_ps(xb + 24), part);
-        acc[r][i] = _mm256_fmadd_ps(part, s, acc[r][i]);
-      }
+      acc[i] = _mm256_fmadd_ps(_mm256_add_ps(p0, p1), scale, acc[i]);
     }
   }
-#pragma GCC unroll 16
-  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce8(acc[k / N][k % N]);
-}
-
-template <int R>
-void mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t blocks, const float* xd, int64_t cols, int64_t n,
-                float* y, int64_t ldy) {
-  int64_t i = 0;
-  for (; i + kVecTile <= n; i += kVecTile)
-    mxfp4_tile<R, kVecTile>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy);
-  if (i < n) mxfp4_tile<R, 1>(packed, scales, blocks, xd + i * cols, cols, y + i * ldy, ldy);
+  for (int i = 0; i < N; ++i) y[i * ldy] = reduce8(acc[i]);
 }
 
 void matmul_mxfp4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                        int64_t r1) {
-  const int64_t cols = w.cols, blocks = cols / 32;
+  const int64_t cols = w.cols, blocks = cols / 32, pcols = padded_cols(cols);
   thread_local FloatBuffer scratch;
-  float* xd = scratch.resize(size_t(n * cols));
-  for (int64_t i = 0; i < n; ++i) deinterleave_blocks(x + i * ldx, cols, xd + i * cols);
+  float* xp = scratch.resize(size_t(n * pcols));
+  for (int64_t i = 0; i < n; ++i) permute_activations(x + i * ldx, cols, xp + i * pcols);
 
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
-  int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile)
-    mxfp4_rows<kRowTile>(P + r * (cols / 2), w.scales + r * blocks, blocks, xd, cols, n, y + r, ldy);
-  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), w.scales + r * blocks, blocks, xd, cols, n, y + r, ldy);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* packed = P + r * (cols / 2);
+    const uint8_t* scales = w.scales + r * blocks;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) mxfp4_row<2>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy + r, ldy);
+    if (i < n) mxfp4_row<1>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy + r, ldy);
+  }
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".
