@@ -188,7 +188,9 @@ BenchResult run_bench(const BenchOptions& opt) {
       const std::string stem = cat(opt.out_dir, "/runs/", seq, "-", rec.group);
       rec.events_path = stem + ".events.jsonl";
       std::vector<std::string> argv = {opt.binary, "run"};
-      if (rec.model == opt.model) argv.insert(argv.end(), {"--model", opt.model});
+      bool own_model = false;  // the arm's --model replaces the bench's (sluice run takes one)
+      for (const auto& f : arm.flags) own_model |= f == "--model" || f.starts_with("--model=");
+      if (!own_model) argv.insert(argv.end(), {"--model", opt.model});
       argv.insert(argv.end(), {"--prompt-ids", join_ids(opt.prompt), "--max-new", std::to_string(opt.max_new[size_t(unit.length)]),
                                "--json", "--events", rec.events_path});
       argv.insert(argv.end(), arm.flags.begin(), arm.flags.end());

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The measurements of docs/BENCHMARKS.md: a K3-shaped make-tiny model (1.76 GB of experts, 4.4x the
+# 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
+# brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
+#
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|prefill|scaling|all|down]...
+#
+# WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
+# the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
+set -euo pipefail
+sluice=$(realpath "$1")
+work=$2
+shift 2
+steps=("${@:-all}")
+here=$(dirname "$(realpath "$0")")
+drives="$work/drives"
+rates=340,178,178,143  # MB/s: the reference's 13.6/7.1/7.1/5.7 GB/s ladder divided by 40
+cache=0.4
+mkdir -p "$work/results"
+in_cgroup() { bash "$here/loop-drives.sh" exec "$drives" "$@"; }
+ids() {  # N pseudo-random token ids below 512, fixed seed
+  python3 -c "import random; random.seed($2); print(','.join(str(random.randrange(1, 512)) for _ in range($1)))"
+}
+
+setup() {
+  [ -d "$work/m" ] || "$sluice" make-tiny --out "$work/m" --layers 12 --mla-layers 4,8,12 --dense-layers 1 \
+    --experts 96 --top-k 8 --moe-inter 1024 --latent 1024 --hidden 1024 --shards 4 --seed 7
+  [ -e "$drives/loop-drives.state" ] || bash "$here/loop-drives.sh" up "$drives" 5 "$rates"
+  for k in 1 2 3 4; do  # rung k: homes on drives 1..k (drive 1 is the fastest, like an internal SSD)
+    mkdir -p "$work/m$k"
+    for f in "$work"/m/*.json "$work"/m/*.safetensors; do ln -sf "$f" "$work/m$k/"; done
+    homes=()
+    for i in $(seq 1 "$k"); do homes+=(--home "$drives/d$i/r$k"); done
+    "$sluice" prepare --model "$work/m$k" "${homes[@]}" 2>&1 | tr '\r' '\n' | tail -1
+  done
+  ids 16 1 > "$work/prompt16.txt"
+  ids 256 2 > "$work/prompt256.txt"
+}
+
+drive_ceilings() {  # ceilings of the 4 drives (stored in m4's manifest), then each rung's rates
+  in_cgroup "$sluice" bench drives --model "$work/m4" --seconds 1 --out "$work/results/drives" \
+    $(for i in 1 2 3 4; do echo --home "$drives/d$i/r4"; done) > /dev/null
+  for k in 1 2 3; do
+    in_cgroup "$sluice" bench drives --model "$work/m$k" --seconds 1 --depths 4 --no-home-files \
+      $(for i in $(seq 1 "$k"); do echo --home "$drives/d$i/r$k"; done) > /dev/null
+  done
+}
+
+decode() {  # (b), (c): streamed with and without prefetch vs all-resident (compute floor), 2 lengths
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 16,64 --reps 3 \
+    --arm "stream:--cache-gb $cache" --arm "noprefetch:--cache-gb $cache --no-prefetch" \
+    --arm "resident:--experts resident" --compute-arm resident --floor --out "$work/results/decode"
+}
+
+prefill() {  # (a): a 256-token prompt read once per layer vs in 64-position passes
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt256.txt" --max-new 1 --reps 3 \
+    --arm "pass256:--cache-gb $cache" --arm "pass64:--cache-gb $cache --prefill-chunk 64" \
+    --arm "resident:--experts resident" --compute-arm resident --floor --out "$work/results/prefill"
+}
+
+scaling() {  # 4/3/2/1 homes in one interleaved bracket; ratios are to the 4-home arm
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 32 --reps 3 \
+    --arm "homes4:--model $work/m4 --cache-gb $cache" --arm "homes3:--model $work/m3 --cache-gb $cache" \
+    --arm "homes2:--model $work/m2 --cache-gb $cache" --arm "homes1:--model $work/m1 --cache-gb $cache" \
+    --floor --out "$work/results/scaling"
+}
+
+for s in "${steps[@]}"; do
+  case "$s" in
+    setup) setup ;;
+    drives) drive_ceilings ;;
+    decode) decode ;;
+    prefill) prefill ;;
+    scaling) scaling ;;
+    all) setup; drive_ceilings; decode; prefill; scaling ;;
+    down) bash "$here/loop-drives.sh" down "$drives" ;;
+    *) echo "unknown step $s" >&2; exit 2 ;;
+  esac
+done
