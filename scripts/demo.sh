@@ -1,24 +1,65 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the built-in default model. Writes a K3-architecture checkpoint
-# (random weights until the trained default of issue 9 lands), packs its routed experts onto a
-# home on disk, and generates with an expert cache a quarter the size of the expert bank, so
-# experts really stream from the drive; prints the stats line. Usage: demo.sh <sluice-binary>
+# `make demo`: the main job on the built-in default model pair (models/default, trained by
+# tools/train): a Kimi K3-architecture target (KDA + gated MLA + Block AttnRes + latent MoE with 64
+# MXFP4 experts per layer) whose routed experts are packed onto a home on disk and streamed through
+# an expert cache a quarter the size of the expert bank, with the small draft model proposing tokens
+# that the target verifies. Streams the generated text, then the stats line.
+# Usage: demo.sh <sluice-binary> [PROMPT]
 set -euo pipefail
 sluice=$1
+prompt=${2:-"In the beginning God created the heaven and the earth. And the earth was"}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/build/demo"
-model="$out/model"
-if [ ! -f "$model/config.json" ]; then
-  echo "demo: writing a K3-architecture model (KDA + gated MLA + Block AttnRes + latent MoE, MXFP4 experts)"
-  "$sluice" make-tiny --arch kimi_k3 --out "$model" --seed 5 --hidden 256 --layers 9 --experts 64 --top-k 4 \
-    --moe-inter 512 --latent 256 --kv-lora 64 --q-lora 64 --kda-head-dim 32 --vocab 2048 --shards 2
+src="$root/models/default/target"
+draft="$root/models/default/draft"
+model="$out/default-target"
+home="$out/home-default"
+
+# `sluice prepare` writes its manifest into the model directory: work on a copy under build/, so the
+# committed model stays untouched. A changed source model starts the copy and the home afresh.
+mkdir -p "$model"
+changed=0
+for f in "$src"/*; do
+  name=$(basename "$f")
+  if ! cmp -s "$f" "$model/$name"; then
+    cp "$f" "$model/$name.tmp" && mv "$model/$name.tmp" "$model/$name"
+    changed=1
+  fi
+done
+if [ "$changed" = 1 ]; then
+  rm -rf "$home" "$model/sluice-manifest.json"
 fi
 if [ ! -f "$model/sluice-manifest.json" ]; then
-  echo "demo: packing routed experts onto the home $out/home-a"
-  "$sluice" prepare --model "$model" --home "$out/home-a"
+  echo "demo: packing the default target's routed experts (8 layers x 64 experts, MXFP4) onto the home $home"
+  "$sluice" prepare --model "$model" --home "$home" >/dev/null
 fi
-bank=$(du -sb "$out/home-a" | cut -f1)
-cache_gb=$(python3 -c "print($bank / 4 / 1e9)")
-echo "demo: expert bank $((bank / 1000000)) MB on disk, cache ${cache_gb} GB (a quarter of it)"
-echo "demo: generating 48 tokens (ids; the random-weight model has no tokenizer yet)"
-"$sluice" run --model "$model" --prompt-ids 17,42,256,1024,7,99,512,3 --max-new 48 --cache-gb "$cache_gb" --stats
+bank=$(du -sb "$home" | cut -f1)
+cache_gb=$(awk -v b="$bank" 'BEGIN { printf "%.6f", b / 4 / 1e9 }')
+echo "demo: expert bank $((bank / 1000000)) MB on disk, expert cache ${cache_gb} GB (a quarter of it); draft model $draft"
+echo "demo: prompt: $prompt"
+echo "---"
+printf '%s' "$prompt"
+args=(--model "$model" --max-new 64 --cache-gb "$cache_gb" --stats --draft "model:$draft")
+err="$out/run-stderr.txt"
+set +e
+if "$sluice" run --help | grep -q -- '--prompt TEXT'; then
+  "$sluice" run "${args[@]}" --prompt "$prompt" 2>"$err"
+  status=$?
+else
+  # This sluice has no text prompt yet: tokenize with the model's tokenizer and stream the ids back
+  # through detokenize as they arrive.
+  ids=$("$sluice" tokenize --model "$model" "$prompt" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+  "$sluice" run "${args[@]}" --prompt-ids "$ids" 2>"$err" | while read -r -d ' ' id; do
+    "$sluice" detokenize --model "$model" "$id"
+  done
+  status=${PIPESTATUS[0]}
+fi
+set -e
+echo
+echo "---"
+if [ "$status" -ne 0 ]; then
+  cat "$err" >&2
+  exit "$status"
+fi
+# The summary lines of --stats (per-step drafting lines stay in $err).
+grep -E '^\[(stats|store|home [0-9]+)\]|^\[draft\] drafter=' "$err"
