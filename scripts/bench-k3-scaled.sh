@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|prefill|scaling|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -52,6 +52,12 @@ decode() {  # (b), (c): streamed with and without prefetch vs all-resident (comp
     --arm "resident:--experts resident" --compute-arm resident --floor --out "$work/results/decode"
 }
 
+drafts() {  # drafting on/off: prompt lookup, and the target itself as drafter (acceptance upper bound)
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 64 --reps 2 \
+    --arm "off:--cache-gb $cache" --arm "ngram:--cache-gb $cache --draft ngram" \
+    --arm "selfdraft:--cache-gb $cache --draft model:$work/m" --floor --out "$work/results/drafts"
+}
+
 prefill() {  # (a): a 256-token prompt read once per layer vs in 64-position passes
   in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt256.txt" --max-new 1 --reps 3 \
     --arm "pass256:--cache-gb $cache" --arm "pass64:--cache-gb $cache --prefill-chunk 64" \
@@ -70,9 +76,10 @@ for s in "${steps[@]}"; do
     setup) setup ;;
     drives) drive_ceilings ;;
     decode) decode ;;
+    drafts) drafts ;;
     prefill) prefill ;;
     scaling) scaling ;;
-    all) setup; drive_ceilings; decode; prefill; scaling ;;
+    all) setup; drive_ceilings; decode; drafts; prefill; scaling ;;
     down) bash "$here/loop-drives.sh" down "$drives" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
