@@ -1,0 +1,82 @@
+// Socket lookup by address pair and a non-blocking liveness check (poll + MSG_PEEK).
+#include "serve/connection_probe.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sluice::serve {
+namespace {
+
+bool address_is(const sockaddr_storage& a, const std::string& addr, int port) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  int p = -1;
+  if (a.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    p = ntohs(in->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    p = ntohs(in->sin6_port);
+  } else {
+    return false;
+  }
+  return p == port && addr == text;
+}
+
+}  // namespace
+
+ConnectionProbe::ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port)
+    : local_addr_(std::move(local_addr)), remote_addr_(std::move(remote_addr)), local_port_(local_port),
+      remote_port_(remote_port) {
+  fd_ = find_socket();
+  inert_ = fd_ < 0;
+}
+
+bool ConnectionProbe::matches(int fd) const {
+  sockaddr_storage local{}, remote{};
+  socklen_t ll = sizeof local, rl = sizeof remote;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) != 0) return false;
+  return address_is(local, local_addr_, local_port_) && address_is(remote, remote_addr_, remote_port_);
+}
+
+int ConnectionProbe::find_socket() const {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = std::atoi(e->d_name);
+    if (fd != dirfd(dir) && matches(fd)) {
+      found = fd;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+bool ConnectionProbe::closed() {
+  if (closed_) return true;
+  if (inert_) return false;
+  // Re-check the pair each time: a closed descriptor's number may be reused by another socket.
+  if (!matches(fd_)) return closed_ = true;
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return closed_ = true;
+  if (p.revents & POLLIN) {
+    char c;
+    ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return closed_ = true;  // orderly end of stream; n > 0 is a pipelined request
+  }
+  return false;
+}
+
+}  // namespace sluice::serve

@@ -1,0 +1,29 @@
+// Tells whether an HTTP client is still connected. cpp-httplib 0.11 (Debian 12) hands handlers no
+// socket and no "connection closed" query, so the probe finds the connection's socket by its
+// address pair (local and remote address and port, which the request does carry) among this
+// process's descriptors, then checks it without blocking: hang-up, error, or end of stream.
+#pragma once
+#include <string>
+
+namespace sluice::serve {
+
+class ConnectionProbe {
+ public:
+  // Call while the connection is certainly open (in its request handler). When its socket cannot
+  // be found then (an unexpected platform), the probe stays inert and never reports a close.
+  ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port);
+  // True once the peer has closed (or the socket is gone: it was closed here).
+  bool closed();
+  bool inert() const { return inert_; }
+
+ private:
+  bool matches(int fd) const;
+  int find_socket() const;
+  std::string local_addr_, remote_addr_;
+  int local_port_, remote_port_;
+  int fd_ = -1;
+  bool closed_ = false;
+  bool inert_ = false;
+};
+
+}  // namespace sluice::serve

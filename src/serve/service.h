@@ -1,0 +1,105 @@
+// The serving core behind the HTTP routes: the engine, the tokenizer and chat format, request
+// preparation (validation, rendering, context limits), admission (one generation at a time, a
+// bounded line), conversation state reuse, and the generation of one response as JSON or as SSE
+// chunks. Knows nothing of sockets: the HTTP layer passes a writer and a "client gone" check.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/speculate/drafter.h"
+#include "serve/admission.h"
+#include "serve/openai_request.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sluice::serve {
+
+struct ServeOptions {
+  runtime::EngineOptions engine;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;               // empty: no check
+  std::string model_id;              // empty: the model directory's name
+  int64_t max_tokens = 1'000'000;    // cap on generated tokens per request
+  int64_t max_context = 32768;       // prompt + generated tokens
+  size_t queue = 0;                  // requests that may wait while one generates
+  size_t max_request_bytes = size_t(128) << 20;
+  std::string draft = "off";         // off | ngram | model:DIR
+  bool state_reuse = true;
+};
+
+// A validated, tokenized request ready to run.
+struct PreparedRequest {
+  bool chat = false;
+  CommonRequest common;
+  std::vector<int32_t> prompt;
+  int64_t max_new = 0;
+  tokenizer::ChatFormat format = tokenizer::ChatFormat::kimi_k3;
+  bool opened_think = false;
+  std::string id;
+  int64_t created = 0;
+};
+
+// Thrown out of a generation whose client went away (nothing more can be sent to it).
+struct ClientGone {};
+
+class Service {
+ public:
+  explicit Service(const ServeOptions& options);
+  ~Service();
+
+  const ServeOptions& options() const { return opt_; }
+  const RequestLimits& limits() const { return limits_; }
+  Admission& admission() { return admission_; }
+
+  Json models_json() const;
+  Json health_json() const;
+
+  // Throw ApiError (400/404) for bad requests.
+  PreparedRequest prepare_completion(const std::string& body);
+  PreparedRequest prepare_chat(const std::string& body);
+
+  // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
+  // through `write` (false = the client is gone) and return null; others return the response JSON.
+  // `client_gone` is checked between tokens. Throws ClientGone, or ApiError(503) when the server
+  // is shutting down (streams get an error event first).
+  Json run(const PreparedRequest& req, const std::function<bool(const std::string&)>& write,
+           const std::function<bool()>& client_gone);
+
+  // Stops running generations at their next token and refuses new ones (503).
+  void begin_shutdown() { shutting_down_ = true; }
+  bool shutting_down() const { return shutting_down_; }
+
+  // Counters for /health and tests.
+  int64_t completed() const { return completed_; }
+
+ private:
+  void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat);
+  std::string new_id(const char* prefix);
+
+  ServeOptions opt_;
+  RequestLimits limits_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::optional<tokenizer::ChatFormat> format_;
+  std::unique_ptr<runtime::Drafter> drafter_;
+  Admission admission_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int64_t> completed_{0};
+  std::mutex id_mu_;
+  std::mt19937_64 id_rng_;
+
+  // Conversation state reuse (touched only by the request holding the admission turn).
+  std::unique_ptr<model::SequenceState> state_;
+  std::vector<int32_t> tape_;
+};
+
+}  // namespace sluice::serve

@@ -1,0 +1,57 @@
+# Shared by tests/e2e/serve*.sh (sourced): a tiny random K3-architecture model with a byte-level
+# tokenizer (256 byte ranks + 256 reserved ids = the model's 512; K3 or Qwen3 specials, the chat
+# end marker on the model's eos id 509), and a server started on a free loopback port.
+# Needs: $sluice (binary) and $work (scratch dir) set by the caller.
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# The system interpreter: a version-manager shim costs a second per call on a busy machine.
+python3() { if [ -x /usr/bin/python3 ]; then /usr/bin/python3 "$@"; else command python3 "$@"; fi; }
+
+# make_model DIR k3|qwen3
+make_model() {
+  local dir=$1 format=$2
+  "$sluice" make-tiny --arch kimi_k3 --out "$dir" 2>/dev/null || fail "make-tiny"
+  python3 - "$dir" "$format" <<'PY'
+import base64, json, sys
+d, fmt = sys.argv[1], sys.argv[2]
+with open(d + "/tiktoken.model", "w") as f:
+    for b in range(256):
+        f.write(base64.b64encode(bytes([b])).decode() + " " + str(b) + "\n")
+if fmt == "k3":
+    specials = {256: "[BOS]", 257: "[EOS]", 258: "<|open|>", 259: "<|close|>", 260: "<|sep|>", 509: "<|end_of_msg|>"}
+else:
+    specials = {258: "<|im_start|>", 259: "<think>", 260: "</think>", 261: "<tool_call>", 262: "</tool_call>",
+                509: "<|im_end|>"}
+json.dump({"added_tokens_decoder": {str(k): {"content": v, "special": True} for k, v in specials.items()}},
+          open(d + "/tokenizer_config.json", "w"))
+PY
+}
+
+# start_server NAME ARGS...: sets ${NAME}_pid and ${NAME}_url; the log is $work/NAME.log.
+start_server() {
+  local name=$1
+  shift
+  "$sluice" serve --port 0 "$@" 2>"$work/$name.log" &
+  local pid=$!
+  local port=""
+  for _ in $(seq 1 600); do
+    port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)
+    [ -n "$port" ] && break
+    kill -0 "$pid" 2>/dev/null || fail "server $name exited: $(cat "$work/$name.log")"
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "server $name did not start: $(cat "$work/$name.log")"
+  printf -v "${name}_pid" '%s' "$pid"
+  printf -v "${name}_url" '%s' "http://127.0.0.1:$port"
+}
+
+stop_server() {
+  local pid=$1
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null
+  fail "server $pid did not stop within 10 s of SIGTERM"
+}

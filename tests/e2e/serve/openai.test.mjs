@@ -1,0 +1,160 @@
+// The official OpenAI client (v6) against `sluice serve` on a tiny random model. Random weights
+// make gibberish: these tests check structure, determinism, limits and errors, not meaning.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+
+const require = createRequire(process.env.SLUICE_OPENAI_DIR + '/');
+const { OpenAI } = require('openai');
+const baseURL = process.env.SLUICE_URL;
+const client = new OpenAI({ baseURL, apiKey: process.env.SLUICE_KEY, maxRetries: 0, timeout: 60_000 });
+const model = 'tiny';
+const hi = [{ role: 'user', content: 'Hello there' }];
+
+async function collect(stream) {
+  const out = { reasoning: '', content: '', finish: [], usage: null, chunks: 0, roles: [], toolCalls: [] };
+  for await (const chunk of stream) {
+    out.chunks++;
+    if (chunk.usage) out.usage = chunk.usage;
+    for (const c of chunk.choices) {
+      const d = c.delta ?? {};
+      if (d.role) out.roles.push(d.role);
+      if (d.reasoning_content) out.reasoning += d.reasoning_content;
+      if (d.content) out.content += d.content;
+      if (d.text) out.content += d.text;
+      if (c.text) out.content += c.text;
+      if (d.tool_calls) out.toolCalls.push(...d.tool_calls);
+      if (c.finish_reason) out.finish.push(c.finish_reason);
+    }
+  }
+  return out;
+}
+
+test('models.list names the served model', async () => {
+  const list = await client.models.list();
+  assert.deepEqual(list.data.map((m) => m.id), [model]);
+});
+
+test('chat: JSON response shape, greedy determinism, usage', async () => {
+  const req = { model, messages: hi, max_tokens: 10, temperature: 0 };
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.equal(a.object, 'chat.completion');
+  assert.match(a.id, /^chatcmpl-/);
+  assert.equal(a.choices.length, 1);
+  assert.equal(a.choices[0].message.role, 'assistant');
+  assert.ok(['stop', 'length'].includes(a.choices[0].finish_reason));
+  assert.ok(a.usage.prompt_tokens > 0 && a.usage.completion_tokens <= 10);
+  assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + a.usage.completion_tokens);
+  assert.equal(typeof a.usage.prompt_tokens_details.cached_tokens, 'number');
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.equal(a.choices[0].message.reasoning_content, b.choices[0].message.reasoning_content);
+});
+
+test('chat: streamed deltas equal the JSON answer; role first, one finish, usage chunk', async () => {
+  const req = { model, messages: hi, max_completion_tokens: 12, temperature: 0 };
+  const json = await client.chat.completions.create(req);
+  const s = await collect(await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } }));
+  assert.deepEqual(s.roles, ['assistant']);
+  assert.equal(s.finish.length, 1);
+  assert.equal(s.finish[0], json.choices[0].finish_reason);
+  assert.equal(s.content, json.choices[0].message.content ?? '');
+  assert.equal(s.reasoning, json.choices[0].message.reasoning_content ?? '');
+  assert.deepEqual(s.usage.completion_tokens, json.usage.completion_tokens);
+  const plain = await collect(await client.chat.completions.create({ ...req, stream: true }));
+  assert.equal(plain.usage, null);
+});
+
+test('chat: reasoning_effort renders the thinking-effort message; none turns thinking off', async () => {
+  const low = await client.chat.completions.create({ model, messages: hi, max_tokens: 6, temperature: 0, reasoning_effort: 'low' });
+  const max = await client.chat.completions.create({ model, messages: hi, max_tokens: 6, temperature: 0, reasoning_effort: 'max' });
+  const off = await client.chat.completions.create({ model, messages: hi, max_tokens: 6, temperature: 0, reasoning_effort: 'none' });
+  const high = await client.chat.completions.create({ model, messages: hi, max_tokens: 1, reasoning_effort: 'high' });
+  assert.equal(low.usage.prompt_tokens, max.usage.prompt_tokens);  // 'low' and 'max' are 3 byte tokens each
+  assert.equal(high.usage.prompt_tokens, low.usage.prompt_tokens + 1);
+  assert.ok(off.usage.prompt_tokens < low.usage.prompt_tokens);
+  assert.equal(off.choices[0].message.reasoning_content, undefined);
+  // With thinking on, the reply starts in the think channel: what the model wrote before any
+  // response marker is reasoning, never content.
+  const on = low.choices[0].message;
+  assert.ok((on.reasoning_content ?? '').length + (on.content ?? '').length > 0 || low.choices[0].finish_reason === 'stop');
+});
+
+test('chat: tools and a tool-call round trip are accepted and rendered', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const first = await client.chat.completions.create({ model, messages: hi, tools, max_tokens: 4, temperature: 0 });
+  const plain = await client.chat.completions.create({ model, messages: hi, max_tokens: 4, temperature: 0 });
+  assert.ok(first.usage.prompt_tokens > plain.usage.prompt_tokens + 50, 'the tool declaration is in the prompt');
+  const history = [...hi,
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 3}' }];
+  const second = await client.chat.completions.create({ model, messages: history, tools, tool_choice: 'auto', max_tokens: 4, temperature: 0 });
+  assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens);
+  const required = await client.chat.completions.create({ model, messages: hi, tools, tool_choice: 'required', max_tokens: 2 });
+  assert.ok(required.usage.prompt_tokens > first.usage.prompt_tokens);
+});
+
+test('completions: JSON and stream agree; stop sequences cut the text', async () => {
+  const req = { model, prompt: 'In the beginning', max_tokens: 24, temperature: 0 };
+  const a = await client.completions.create(req);
+  assert.equal(a.object, 'text_completion');
+  const s = await collect(await client.completions.create({ ...req, stream: true, stream_options: { include_usage: true } }));
+  assert.equal(s.content, a.choices[0].text);
+  assert.equal(s.usage.completion_tokens, a.usage.completion_tokens);
+  const text = a.choices[0].text;
+  if (text.length >= 6) {
+    const stop = text.slice(3, 5);
+    const cut = await client.completions.create({ ...req, stop: [stop] });
+    assert.equal(cut.choices[0].text, text.slice(0, text.indexOf(stop)));
+    assert.equal(cut.choices[0].finish_reason, 'stop');
+    const sc = await collect(await client.completions.create({ ...req, stop, stream: true }));
+    assert.equal(sc.content, cut.choices[0].text);
+    assert.deepEqual(sc.finish, ['stop']);
+  }
+});
+
+test('sampling: the same seed gives the same text; max_tokens is a hard limit', async () => {
+  const req = { model, prompt: 'Seeded', max_tokens: 16, temperature: 1.0, top_p: 0.9, seed: 1234 };
+  const a = await client.completions.create(req);
+  const b = await client.completions.create(req);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  const one = await client.completions.create({ model, prompt: 'x', max_tokens: 1, temperature: 0 });
+  assert.equal(one.usage.completion_tokens, 1);
+  assert.equal(one.choices[0].finish_reason, 'length');
+});
+
+test('state reuse: an extension of the last tape is continued and reported as cached', async () => {
+  const base = 'A long shared conversation prefix';
+  const first = await client.completions.create({ model, prompt: base, max_tokens: 1, temperature: 0 });
+  assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+  const req = { model, prompt: base + ' and its continuation', max_tokens: 8, temperature: 0 };
+  const cont = await client.completions.create(req);
+  assert.equal(cont.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens);
+  await client.completions.create({ model, prompt: 'something else', max_tokens: 1 });
+  const fresh = await client.completions.create(req);
+  assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.equal(fresh.choices[0].text, cont.choices[0].text, 'reuse is exact');
+});
+
+test('errors: typed OpenAI errors with param and code', async () => {
+  await assert.rejects(client.chat.completions.create({ model, messages: hi, n: 2 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
+  await assert.rejects(client.chat.completions.create({ model, messages: hi, frobnicate: true }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'unknown_parameter' && e.param === 'frobnicate');
+  await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages[0].content[0].type');
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages: hi }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
+  const bad = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+});
+
+test('busy: beyond one running and --queue waiting, requests get 429', async () => {
+  const long = { model, prompt: 'busy', max_tokens: 400, temperature: 0 };
+  const results = await Promise.allSettled([1, 2, 3, 4].map(() => client.completions.create(long)));
+  const ok = results.filter((r) => r.status === 'fulfilled').length;
+  const limited = results.filter((r) => r.status === 'rejected' && r.reason instanceof OpenAI.RateLimitError).length;
+  assert.equal(ok + limited, 4, JSON.stringify(results.filter((r) => r.status === 'rejected').map((r) => String(r.reason))));
+  assert.ok(ok >= 1 && limited >= 1, `ok=${ok} limited=${limited}`);
+});

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# End-to-end: `sluice serve` over raw HTTP (curl) on a tiny random model: routes with and without
+# /v1, JSON and SSE framing, greedy determinism, OpenAI-shaped errors (malformed JSON, wrong types,
+# unknown fields and routes, huge bodies, API key), 429 beyond the queue, client disconnects that
+# cancel their generation, Qwen3 chat, and a graceful SIGTERM.
+# Usage: serve_http.sh <sluice-binary> <source-dir>
+set -euo pipefail
+sluice=$1
+src=$2
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+source "$src/tests/e2e/serve/lib.sh"
+command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 0; }
+
+make_model "$work/tiny" k3
+make_model "$work/qwen" qwen3
+start_server k3 --model "$work/tiny" --model-id tiny --queue 0 --max-request-bytes 65536 --api-key sekret
+pids+=("$k3_pid")
+auth=(-H "Authorization: Bearer sekret")
+
+# post PATH BODY -> sets $code; body in $work/out.json
+post() {
+  code=$(curl -s -o "$work/out.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+    --data-binary "$2" "$k3_url$1")
+}
+# jcheck PYTHON-EXPR: evaluated with j = the last response body
+jcheck() {
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$work/out.json" ||
+    fail "check '$1' failed on: $(head -c 600 "$work/out.json")"
+}
+expect_error() {  # STATUS PARAM CODE (PARAM/CODE may be None)
+  [ "$code" = "$1" ] || fail "expected HTTP $1, got $code: $(head -c 400 "$work/out.json")"
+  jcheck "set(j) == {'error'} and set(j['error']) == {'message','type','param','code'} and j['error']['message']"
+  jcheck "j['error']['param'] == $2 and j['error']['code'] == $3"
+}
+
+# Health needs no key; everything else does.
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' "$k3_url/health")
+[ "$code" = 200 ] || fail "health: $code"
+jcheck "j['status'] == 'ok' and j['model'] == 'tiny'"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' "$k3_url/v1/models")
+expect_error 401 None "'invalid_api_key'"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' -H "Authorization: Bearer wrong" "$k3_url/v1/models")
+expect_error 401 None "'invalid_api_key'"
+for path in /v1/models /models; do
+  code=$(curl -s -o "$work/out.json" -w '%{http_code}' "${auth[@]}" "$k3_url$path")
+  [ "$code" = 200 ] || fail "$path: $code"
+  jcheck "j['object'] == 'list' and [m['id'] for m in j['data']] == ['tiny']"
+done
+
+# Completions: JSON, greedy determinism, with and without /v1.
+req='{"model":"tiny","prompt":"Once upon a time","max_tokens":12,"temperature":0}'
+post /v1/completions "$req"
+[ "$code" = 200 ] || fail "completions: $code $(cat "$work/out.json")"
+jcheck "j['object'] == 'text_completion' and j['id'].startswith('cmpl-') and len(j['choices']) == 1"
+jcheck "j['choices'][0]['finish_reason'] in ('stop','length') and j['usage']['prompt_tokens'] == 16"
+jcheck "j['usage']['completion_tokens'] <= 12 and j['usage']['total_tokens'] == 16 + j['usage']['completion_tokens']"
+cp "$work/out.json" "$work/first.json"
+post /completions "$req"
+[ "$code" = 200 ] || fail "/completions: $code"
+python3 -c "import json,sys; a,b=(json.load(open(f))['choices'][0]['text'] for f in sys.argv[1:]); sys.exit(a!=b)" \
+  "$work/first.json" "$work/out.json" || fail "greedy completions differ between identical requests"
+
+# Chat without /v1, thinking on and off.
+post /chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}'
+[ "$code" = 200 ] || fail "chat: $code $(cat "$work/out.json")"
+jcheck "j['object'] == 'chat.completion' and j['choices'][0]['message']['role'] == 'assistant'"
+post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"reasoning_effort":"none"}'
+[ "$code" = 200 ] || fail "chat thinking off: $code"
+jcheck "'reasoning_content' not in j['choices'][0]['message']"
+
+# SSE: data lines, one role chunk first, a finish_reason, usage, [DONE] last.
+curl -s -N "${auth[@]}" -H 'Content-Type: application/json' -o "$work/sse.txt" --data-binary \
+  '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' \
+  "$k3_url/v1/chat/completions"
+python3 - "$work/sse.txt" <<'PY' || fail "SSE framing: $(head -c 800 "$work/sse.txt")"
+import json, sys
+raw = open(sys.argv[1]).read()
+events = raw.split("\n\n")
+assert events[-1] == "", "stream must end with a blank line"
+events = events[:-1]
+assert all(e.startswith("data: ") and "\n" not in e for e in events), events
+assert events[-1] == "data: [DONE]"
+chunks = [json.loads(e[6:]) for e in events[:-1]]
+assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+finals = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+assert len(finals) == 1 and finals[0]["choices"][0]["finish_reason"] in ("stop", "length")
+assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] <= 6
+assert len({c["id"] for c in chunks}) == 1
+PY
+
+# Errors before inference: OpenAI-shaped, naming the field.
+post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}'
+expect_error 400 None "'invalid_json'"
+post /v1/chat/completions '[1,2,3]'
+expect_error 400 None "'invalid_json'"
+post /v1/chat/completions '{"model":"tiny","messages":"hi"}'
+expect_error 400 "'messages'" "'invalid_type'"
+post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"}'
+expect_error 400 "'max_tokens'" "'invalid_type'"
+post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"temperature":5}'
+expect_error 400 "'temperature'" "'invalid_value'"
+post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"best_of":2}'
+expect_error 400 "'best_of'" "'unknown_parameter'"
+post /v1/completions '{"model":"tiny","prompt":"x","n":3}'
+expect_error 400 "'n'" "'unsupported_value'"
+post /v1/completions '{"model":"other","prompt":"x"}'
+expect_error 404 "'model'" "'model_not_found'"
+post /v1/embeddings '{"model":"tiny","input":"x"}'
+expect_error 404 None "'unknown_url'"
+head -c 70000 /dev/zero | tr '\0' 'a' >"$work/big.txt"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+  --data-binary @"$work/big.txt" "$k3_url/v1/completions")
+expect_error 413 None "'request_too_large'"
+python3 -c "print('{\"model\":\"tiny\",\"prompt\":\"' + 'ab' * 20000 + '\",\"max_tokens\":1}')" >"$work/long.json"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+  --data-binary @"$work/long.json" "$k3_url/v1/completions")
+expect_error 400 "'prompt'" "'context_length_exceeded'"  # 40,000 byte tokens > the 32,768 context
+
+# One generation at a time (--queue 0): a second request gets 429 while a long stream runs; the
+# streaming client then disconnects and its generation stops (health shows nothing running).
+long='{"model":"tiny","prompt":"a","max_tokens":30000,"stream":true}'
+curl -s -N "${auth[@]}" --max-time 3 --data-binary "$long" "$k3_url/v1/completions" >"$work/long_sse.txt" 2>/dev/null &
+curl_pid=$!
+busy=0
+for _ in $(seq 1 50); do
+  code=$(curl -s -o "$work/h.json" -w '%{http_code}' "$k3_url/health")
+  if python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['generating'] else 1)" "$work/h.json"; then
+    busy=1; break
+  fi
+  sleep 0.05
+done
+[ "$busy" = 1 ] || fail "the long stream never showed as generating"
+post /v1/completions '{"model":"tiny","prompt":"x","max_tokens":1}'
+expect_error 429 None "'rate_limit_exceeded'"
+before=$(curl -s "$k3_url/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['completed'])")
+wait "$curl_pid" || true
+grep -q '^data: {' "$work/long_sse.txt" || fail "the long stream sent no chunk before the disconnect"
+idle=0
+for _ in $(seq 1 40); do
+  if curl -s "$k3_url/health" | python3 -c "import json,sys; sys.exit(1 if json.load(sys.stdin)['generating'] else 0)"; then
+    idle=1; break
+  fi
+  sleep 0.05
+done
+[ "$idle" = 1 ] || fail "generation went on after its streaming client disconnected"
+after=$(curl -s "$k3_url/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['completed'])")
+[ "$before" = "$after" ] || fail "a cancelled generation was counted as completed ($before -> $after)"
+# The same for a non-streaming client.
+curl -s "${auth[@]}" --max-time 1 --data-binary '{"model":"tiny","prompt":"a","max_tokens":30000}' \
+  "$k3_url/v1/completions" >/dev/null 2>&1 || true
+idle=0
+for _ in $(seq 1 40); do
+  if curl -s "$k3_url/health" | python3 -c "import json,sys; sys.exit(1 if json.load(sys.stdin)['generating'] else 0)"; then
+    idle=1; break
+  fi
+  sleep 0.05
+done
+[ "$idle" = 1 ] || fail "generation went on after its non-streaming client disconnected"
+post /v1/completions "$req"
+[ "$code" = 200 ] || fail "request after disconnects: $code"
+
+# Qwen3 ChatML: a qwen3-format tokenizer serves chat with the same API.
+start_server qwen --model "$work/qwen" --model-id qwen-tiny
+pids+=("$qwen_pid")
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' --data-binary \
+  '{"model":"qwen-tiny","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0}' \
+  "$qwen_url/v1/chat/completions")
+[ "$code" = 200 ] || fail "qwen3 chat: $code $(cat "$work/out.json")"
+jcheck "j['choices'][0]['message']['role'] == 'assistant' and j['usage']['prompt_tokens'] > 20"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' --data-binary \
+  '{"model":"qwen-tiny","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high"}' "$qwen_url/v1/chat/completions")
+expect_error 400 "'reasoning_effort'" "'unsupported_value'"
+stop_server "$qwen_pid"
+
+# Graceful stop: SIGTERM during a stream ends it and the process exits 0.
+curl -s -N "${auth[@]}" --max-time 10 --data-binary "$long" "$k3_url/v1/completions" >"$work/term_sse.txt" 2>/dev/null &
+curl_pid=$!
+sleep 0.5
+kill -TERM "$k3_pid"
+status=0
+wait "$k3_pid" || status=$?
+[ "$status" = 0 ] || fail "server exit status after SIGTERM: $status ($(tail -3 "$work/k3.log"))"
+wait "$curl_pid" || true
+grep -q 'shutting_down' "$work/term_sse.txt" || fail "the running stream was not told about the shutdown"
+grep -q 'stopped after' "$work/k3.log" || fail "no shutdown line in the log"
+echo "serve_http: all checks passed"

@@ -1,0 +1,186 @@
+// Conversation state reuse and admission of the server: tape matching, the bounded FIFO line, and
+// on a tiny model that a continued conversation reports its reused tokens and yields exactly the
+// tokens a full prefill would.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "model_test_util.h"
+#include "serve/admission.h"
+#include "serve/conversation.h"
+#include "serve/service.h"
+
+namespace sluice::serve {
+namespace {
+
+TEST(ServeState, ReusablePrefixNeedsAStrictExtension) {
+  std::vector<int32_t> tape = {1, 2, 3};
+  EXPECT_EQ(reusable_prefix(tape, std::vector<int32_t>{1, 2, 3, 4}), 3u);
+  EXPECT_EQ(reusable_prefix(tape, std::vector<int32_t>{1, 2, 3}), 0u);     // nothing new to feed
+  EXPECT_EQ(reusable_prefix(tape, std::vector<int32_t>{1, 2}), 0u);        // shorter
+  EXPECT_EQ(reusable_prefix(tape, std::vector<int32_t>{1, 9, 3, 4}), 0u);  // diverges: no partial reuse
+  EXPECT_EQ(reusable_prefix({}, std::vector<int32_t>{1}), 0u);
+  // The last generated token is pending (decided, not fed): it is not on the tape.
+  EXPECT_EQ(tape_after(std::vector<int32_t>{1, 2}, std::vector<int32_t>{7, 8, 9}), (std::vector<int32_t>{1, 2, 7, 8}));
+  EXPECT_EQ(tape_after(std::vector<int32_t>{1, 2}, std::vector<int32_t>{}), (std::vector<int32_t>{1, 2}));
+}
+
+TEST(ServeState, AdmissionIsBoundedAndFifo) {
+  Admission a(2);
+  auto t1 = a.try_enter(), t2 = a.try_enter(), t3 = a.try_enter();
+  ASSERT_TRUE(t1 && t2 && t3);
+  EXPECT_EQ(a.try_enter(), nullptr);  // one running + two waiting is the limit
+  ASSERT_TRUE(t1->wait_turn({}));
+  EXPECT_TRUE(a.busy());
+  std::atomic<int> order{0};
+  int got2 = 0, got3 = 0;
+  std::thread w3([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(t3->wait_turn({}, 5));
+    got3 = ++order;
+    t3.reset();
+  });
+  std::thread w2([&] {
+    ASSERT_TRUE(t2->wait_turn({}, 5));
+    got2 = ++order;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    t2.reset();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  t1.reset();
+  w2.join();
+  w3.join();
+  EXPECT_EQ(got2, 1);
+  EXPECT_EQ(got3, 2);
+  EXPECT_FALSE(a.busy());
+  EXPECT_EQ(a.waiting(), 0u);
+
+  // A waiter that gives up leaves the line and frees its place.
+  auto r = a.try_enter();
+  ASSERT_TRUE(r->wait_turn({}));
+  auto q = a.try_enter();
+  EXPECT_FALSE(q->wait_turn([] { return true; }, 1));
+  q.reset();
+  EXPECT_EQ(a.waiting(), 0u);
+  auto q2 = a.try_enter(), q3 = a.try_enter();
+  EXPECT_TRUE(q2 && q3);
+}
+
+// A byte-level tiktoken tokenizer (256 ranks + 256 reserved ids = the tiny model's 512) whose
+// specials make the K3 chat format, with <|end_of_msg|> on the tiny model's eos id (509).
+void write_tiny_k3_tokenizer(const std::string& dir) {
+  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::ofstream ranks(dir + "/tiktoken.model");
+  for (int b = 0; b < 256; ++b)
+    ranks << b64[b >> 2] << b64[(b & 3) << 4] << "== " << b << "\n";
+  std::ofstream cfg(dir + "/tokenizer_config.json");
+  cfg << R"({"added_tokens_decoder": {"256": {"content": "[BOS]", "special": true},
+    "257": {"content": "[EOS]", "special": true}, "258": {"content": "<|open|>", "special": true},
+    "259": {"content": "<|close|>", "special": true}, "260": {"content": "<|sep|>", "special": true},
+    "509": {"content": "<|end_of_msg|>", "special": true}}})";
+}
+
+class ServeTiny : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir("serve");
+    model::write_tiny_checkpoint(testing::tiny_k3_spec(), dir_->str());
+    write_tiny_k3_tokenizer(dir_->str());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static testing::TempDir* dir_;
+};
+testing::TempDir* ServeTiny::dir_ = nullptr;
+
+std::string completion(const std::string& prompt, int max_tokens) {
+  return Json{{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}.dump();
+}
+
+TEST_F(ServeTiny, ContinuedConversationReusesStateExactly) {
+  ServeOptions o;
+  o.engine.model_dir = dir_->str();
+  o.model_id = "tiny";
+  Service s(o);
+  auto run = [&](const std::string& body) {
+    auto p = s.prepare_completion(body);
+    return s.run(p, {}, [] { return false; });
+  };
+  // One generated token leaves exactly the prompt on the tape; an extension of it is reused.
+  Json first = run(completion("The quick brown fox", 1));
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  Json reused = run(completion("The quick brown fox jumps over", 8));
+  EXPECT_EQ(reused["usage"]["prompt_tokens_details"]["cached_tokens"], 19);
+  EXPECT_EQ(reused["usage"]["prompt_tokens"], 30);
+  // Something else resets the state; the same request then prefills everything and must agree.
+  run(completion("Unrelated", 2));
+  Json fresh = run(completion("The quick brown fox jumps over", 8));
+  EXPECT_EQ(fresh["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(fresh["choices"][0]["text"], reused["choices"][0]["text"]);
+  EXPECT_EQ(fresh["usage"]["completion_tokens"], reused["usage"]["completion_tokens"]);
+  // A cancelled generation leaves no reusable tape behind.
+  auto p = s.prepare_completion(completion("The quick brown fox jumps over the lazy dog", 4));
+  EXPECT_THROW(s.run(p, {}, [] { return true; }), ClientGone);
+  Json after = run(completion("The quick brown fox jumps over the lazy dog!", 2));
+  EXPECT_EQ(after["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST_F(ServeTiny, ChatStreamMatchesJsonAndContinuationIsReused) {
+  ServeOptions o;
+  o.engine.model_dir = dir_->str();
+  o.model_id = "tiny";
+  Service s(o);
+  Json msgs = Json::array({Json{{"role", "user"}, {"content", "hello"}}});
+  auto body = [&](const Json& m) {
+    return Json{{"model", "tiny"}, {"messages", m}, {"max_tokens", 6}, {"temperature", 0}}.dump();
+  };
+  Json a = s.run(s.prepare_chat(body(msgs)), {}, [] { return false; });
+  EXPECT_EQ(a["object"], "chat.completion");
+  EXPECT_EQ(a["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // Streaming the same request gives the same text, chunk by chunk, and the usage chunk.
+  std::string events;
+  Json streamed = Json::parse(body(msgs));
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  Json none = s.run(s.prepare_chat(streamed.dump()), [&](const std::string& e) { events += e; return true; },
+                    [] { return false; });
+  EXPECT_TRUE(none.is_null());
+  std::string reasoning, content;
+  Json usage;
+  size_t pos = 0;
+  int done = 0;
+  while ((pos = events.find("data: ", pos)) != std::string::npos) {
+    size_t end = events.find("\n\n", pos);
+    std::string payload = events.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") { ++done; continue; }
+    Json c = Json::parse(payload);
+    if (!c["usage"].is_null()) usage = c["usage"];
+    if (c["choices"].empty()) continue;
+    const Json& d = c["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(content, a["choices"][0]["message"]["content"]);
+  EXPECT_EQ(reasoning, a["choices"][0]["message"].value("reasoning_content", ""));
+  EXPECT_EQ(usage["completion_tokens"], a["usage"]["completion_tokens"]);
+
+  // A one-token reply leaves the rendered prompt (ending in the assistant's opened think block) on
+  // the tape; the next turn, which re-renders that assistant message, extends it.
+  auto with_max = [&](const Json& m, int n) {
+    return Json{{"model", "tiny"}, {"messages", m}, {"max_tokens", n}, {"temperature", 0}}.dump();
+  };
+  Json one = s.run(s.prepare_chat(with_max(msgs, 1)), {}, [] { return false; });
+  Json next = msgs;
+  next.push_back(Json{{"role", "assistant"}, {"reasoning_content", "thinking"}, {"content", "hi"}});
+  next.push_back(Json{{"role", "user"}, {"content", "and then?"}});
+  Json two = s.run(s.prepare_chat(with_max(next, 4)), {}, [] { return false; });
+  EXPECT_EQ(two["usage"]["prompt_tokens_details"]["cached_tokens"], one["usage"]["prompt_tokens"]);
+  EXPECT_GT(two["usage"]["prompt_tokens"].get<int64_t>(), one["usage"]["prompt_tokens"].get<int64_t>());
+}
+
+}  // namespace
+}  // namespace sluice::serve
