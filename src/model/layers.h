@@ -50,7 +50,6 @@ struct MoeScratch {
   std::vector<int32_t> route;    // [T, k] expert ids in route order
   std::vector<float> weight;     // [T, k]
   std::vector<int32_t> uni;      // union of experts, ascending
-  std::vector<ExpertWeights> views;
   std::vector<int64_t> members;  // (row*k + slot) grouped by expert
 };
 // Router of one MoE layer for T rows: fills route/weight ([T,k], descending choice score).

@@ -114,9 +114,11 @@ void moe_forward(const KimiConfig& c, const MoeWeights& w, ExpertProvider& exper
   const size_t group = std::max<size_t>(1, experts.max_batch());
   for (size_t g0 = 0; g0 < s.uni.size(); g0 += group) {
     const size_t gn = std::min(group, s.uni.size() - g0);
-    s.views.resize(gn);
-    experts.request(layer, std::span<const int32_t>(s.uni.data() + g0, gn), s.views);
-    for (size_t u = 0; u < gn; ++u) {
+    experts.begin(layer, std::span<const int32_t>(s.uni.data() + g0, gn));
+    // Experts are computed in the order they land; each writes only its own rows' slots.
+    ExpertWeights ew;
+    for (int got; (got = experts.next_ready(&ew)) >= 0;) {
+      const size_t u = size_t(got);
       members.clear();
       for (int64_t m = 0; m < T * k; ++m)
         if (s.route[size_t(m)] == s.uni[g0 + u]) members.push_back(m);
@@ -128,7 +130,6 @@ void moe_forward(const KimiConfig& c, const MoeWeights& w, ExpertProvider& exper
       }
       float* h1 = s.h1.resize(size_t(n * I));
       float* h3 = s.h3.resize(size_t(n * I));
-      const ExpertWeights& ew = s.views[u];
       kernels::linear(ew.gate, G, n, h1);
       kernels::linear(ew.up, G, n, h3);
       gated_activation(c, h1, h3, n * I, h1);

@@ -22,13 +22,13 @@ RouteRecorder::~RouteRecorder() {
   if (f_) std::fclose(f_);
 }
 
-void RouteRecorder::request(int layer, std::span<const int32_t> experts, std::span<store::ExpertWeights> out) {
+void RouteRecorder::begin(int layer, std::span<const int32_t> experts) {
   std::string line = cat("{\"layer\":", layer, ",\"experts\":[");
   for (size_t i = 0; i < experts.size(); ++i) line += cat(i ? "," : "", experts[i]);
   line += "]}\n";
   if (std::fputs(line.c_str(), f_) < 0) fail("--router-trace ", path_, ": write failed");
   ++requests_;
-  inner_->request(layer, experts, out);
+  inner_->begin(layer, experts);
 }
 
 }  // namespace sluice::runtime

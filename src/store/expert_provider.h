@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "kernels/cpu/kernels.h"
 
@@ -20,11 +21,23 @@ struct ExpertWeights {
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;
-  // Makes `experts` (unique, ascending) of `layer` available: out[i] holds expert experts[i]'s
-  // views, valid until release(layer).
-  virtual void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) = 0;
+  // Starts making `experts` (unique, ascending) of `layer` available: those in RAM at once, the
+  // rest as their reads land.
+  virtual void begin(int layer, std::span<const int32_t> experts) = 0;
+  // Returns the index (into begin's list) of an expert that is ready, each exactly once, in
+  // whatever order they land, and fills *out with its views (valid until release); -1 once all
+  // were returned. The model computes each expert as it arrives and sums per row in route order
+  // afterwards, so the arrival order never changes a result.
+  virtual int next_ready(ExpertWeights* out) = 0;
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
+
+  // All of begin's experts, in order: out[i] holds experts[i]'s views.
+  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
+    begin(layer, experts);
+    ExpertWeights w;
+    for (int i; (i = next_ready(&w)) >= 0;) out[size_t(i)] = w;
+  }
   // A hint: these experts of `layer` will probably be requested soon (next-layer prediction).
   // Never changes what request() returns.
   virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/) {}

@@ -150,6 +150,26 @@ void ExpertReader::wait(uint64_t ticket) {
   if (j.state == 3) throw Error(j.error);
 }
 
+size_t ExpertReader::wait_any(std::span<const uint64_t> tickets) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (uint64_t t : tickets)
+    if (!jobs_.count(t)) fail("expert read ticket ", t, " is unknown");
+  size_t pos = 0;
+  cv_done_.wait(lock, [&] {
+    for (size_t i = 0; i < tickets.size(); ++i)
+      if (jobs_.at(tickets[i]).state >= 2) {
+        pos = i;
+        return true;
+      }
+    return false;
+  });
+  auto it = jobs_.find(tickets[pos]);
+  Job j = std::move(it->second);
+  jobs_.erase(it);
+  if (j.state == 3) throw ReadFailure(j.error, pos);
+  return pos;
+}
+
 std::vector<HomeStats> ExpertReader::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

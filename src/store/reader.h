@@ -10,11 +10,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "store/manifest.h"
 
 namespace sluice::store {
@@ -25,6 +27,11 @@ struct HomeStats {
   double bandwidth = 0;           // current estimate, bytes/s
   double mean_ms() const;
   double p99_ms() const;
+};
+
+struct ReadFailure : Error {
+  ReadFailure(const std::string& what, size_t pos) : Error(what), position(pos) {}
+  size_t position;
 };
 
 struct ReaderOptions {
@@ -45,6 +52,9 @@ class ExpertReader {
   // Blocks until the ticket's read is done; throws naming the expert and homes if no holder
   // delivered a good copy.
   void wait(uint64_t ticket);
+  // Blocks until one of `tickets` is done and returns its position in the list (that ticket is
+  // then finished, as after wait). A failed read throws ReadFailure naming its position.
+  size_t wait_any(std::span<const uint64_t> tickets);
   bool ready(uint64_t ticket);
 
   std::vector<HomeStats> stats() const;

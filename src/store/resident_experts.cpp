@@ -36,15 +36,22 @@ ResidentExperts::ResidentExperts(const format::KimiConfig& c, const format::Tens
   }
 }
 
-void ResidentExperts::request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
+void ResidentExperts::begin(int layer, std::span<const int32_t> experts) {
   if (layer < 0 || size_t(layer) >= by_layer_.size() || by_layer_[size_t(layer)].empty())
     fail("layer ", layer, " has no routed experts");
   const auto& all = by_layer_[size_t(layer)];
-  for (size_t i = 0; i < experts.size(); ++i) {
-    int32_t e = experts[i];
+  pending_.clear();
+  next_ = 0;
+  for (int32_t e : experts) {
     if (e < 0 || e >= num_experts_) fail("expert ", e, " of layer ", layer, " does not exist");
-    out[i] = all[size_t(e)];
+    pending_.push_back(&all[size_t(e)]);
   }
+}
+
+int ResidentExperts::next_ready(ExpertWeights* out) {
+  if (next_ >= pending_.size()) return -1;
+  *out = *pending_[next_];
+  return int(next_++);
 }
 
 }  // namespace sluice::store

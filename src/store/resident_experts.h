@@ -13,12 +13,15 @@ class ResidentExperts : public ExpertProvider {
  public:
   // Checks every expert tensor (present, dtype, shape, valid scales); throws naming it.
   ResidentExperts(const format::KimiConfig& c, const format::TensorSet& ts);
-  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) override;
+  void begin(int layer, std::span<const int32_t> experts) override;
+  int next_ready(ExpertWeights* out) override;
   void release(int) override {}
 
  private:
   int64_t num_experts_;
   std::vector<std::vector<ExpertWeights>> by_layer_;  // empty for dense layers
+  std::vector<const ExpertWeights*> pending_;
+  size_t next_ = 0;
 };
 
 // The checkpoint tensors of one expert in layout order, checked against the layout.

@@ -91,7 +91,8 @@ void StreamingExperts::assign(int slot, int layer, int expert) {
   where_[size_t(layer * m_.num_experts + expert)] = slot;
 }
 
-void StreamingExperts::request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
+void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
+  release(layer);  // a begin without release (an earlier error) must not leak pins
   if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty())
     fail("layer ", layer, " has no routed experts in the manifest");
   if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
@@ -165,26 +166,48 @@ void StreamingExperts::request(int layer, std::span<const int32_t> experts, std:
     counters_.reads_by_layer[size_t(layer)] += 1;
     slot_of[i] = s;
   }
+  pinned_now_ = slot_of;  // release() unpins them, whatever next_ready got to
   if (!to_fetch.empty()) fetch_missing(layer, experts, slot_of, to_fetch);
-  for (size_t i = 0; i < experts.size(); ++i) {
-    Slot& sl = slots_[size_t(slot_of[i])];
-    if (sl.ticket) {
-      uint64_t t = sl.ticket;
-      try {
-        reader_->wait(t);
-      } catch (...) {
-        sl.ticket = 0;
-        where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
-        sl.layer = sl.expert = -1;
-        for (size_t k = 0; k < experts.size(); ++k)
-          if (slot_of[k] >= 0) slots_[size_t(slot_of[k])].pins = std::max(0, slots_[size_t(slot_of[k])].pins - 1);
-        throw;
-      }
-      sl.ticket = 0;
-    }
-    out[i] = m_.layout.views(data(slot_of[i]));
-    pinned_now_.push_back(slot_of[i]);
+  handed_.assign(experts.size(), false);
+  handed_count_ = 0;
+}
+
+int StreamingExperts::next_ready(ExpertWeights* out) {
+  const size_t n = pinned_now_.size();
+  if (handed_count_ >= n) return -1;
+  // Experts already in RAM first, in order; then whichever read lands first.
+  for (size_t i = 0; i < n; ++i) {
+    if (handed_[i] || slots_[size_t(pinned_now_[i])].ticket) continue;
+    handed_[i] = true;
+    ++handed_count_;
+    *out = m_.layout.views(data(pinned_now_[i]));
+    return int(i);
   }
+  std::vector<uint64_t> tickets;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < n; ++i)
+    if (!handed_[i]) {
+      tickets.push_back(slots_[size_t(pinned_now_[i])].ticket);
+      index.push_back(i);
+    }
+  size_t got = 0;
+  try {
+    got = reader_->wait_any(tickets);
+  } catch (const ReadFailure& f) {
+    Slot& sl = slots_[size_t(pinned_now_[index[f.position]])];
+    const int layer = sl.layer;
+    sl.ticket = 0;
+    where_[size_t(sl.layer * m_.num_experts + sl.expert)] = -1;
+    sl.layer = sl.expert = -1;
+    release(layer);
+    throw Error(f.what());
+  }
+  size_t i = index[got];
+  slots_[size_t(pinned_now_[i])].ticket = 0;
+  handed_[i] = true;
+  ++handed_count_;
+  *out = m_.layout.views(data(pinned_now_[i]));
+  return int(i);
 }
 
 void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts, const std::vector<int>& slot_of,
@@ -223,8 +246,11 @@ void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts
 }
 
 void StreamingExperts::release(int) {
-  for (int s : pinned_now_) slots_[size_t(s)].pins -= 1;
+  for (int s : pinned_now_)
+    if (s >= 0) slots_[size_t(s)].pins = std::max(0, slots_[size_t(s)].pins - 1);
   pinned_now_.clear();
+  handed_.clear();
+  handed_count_ = 0;
 }
 
 void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {

@@ -41,7 +41,8 @@ class StreamingExperts : public ExpertProvider {
   StreamingExperts(Manifest manifest, const StreamOptions& opt);
   ~StreamingExperts() override;
 
-  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) override;
+  void begin(int layer, std::span<const int32_t> experts) override;
+  int next_ready(ExpertWeights* out) override;
   void release(int layer) override;
   void prefetch(int layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return opt_.prefetch; }
@@ -79,7 +80,9 @@ class StreamingExperts : public ExpertProvider {
   std::unique_ptr<std::byte[], AlignedFree> arena_;
   std::vector<Slot> slots_;
   std::vector<int> where_;        // (layer, expert) -> slot or -1
-  std::vector<int> pinned_now_;   // slots pinned by the current request
+  std::vector<int> pinned_now_;   // slots of the current request, in its order (pinned)
+  std::vector<bool> handed_;      // which of them next_ready returned
+  size_t handed_count_ = 0;
   std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction (for recall)
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
