@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -71,6 +71,14 @@ scaling() {  # 4/3/2/1 homes in one interleaved bracket; ratios are to the 4-hom
     --floor --out "$work/results/scaling"
 }
 
+equal() {  # (b) without the unequal ladder: the same total cap split evenly over the four drives
+  bash "$here/loop-drives.sh" rates "$drives" 210,210,210,210
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 64 --reps 2 \
+    --arm "stream:--cache-gb $cache" --arm "noprefetch:--cache-gb $cache --no-prefetch" --floor \
+    --out "$work/results/equal"
+  bash "$here/loop-drives.sh" rates "$drives" "$rates"
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
     setup) setup ;;
@@ -79,7 +87,8 @@ for s in "${steps[@]}"; do
     drafts) drafts ;;
     prefill) prefill ;;
     scaling) scaling ;;
-    all) setup; drive_ceilings; decode; drafts; prefill; scaling ;;
+    equal) equal ;;
+    all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal ;;
     down) bash "$here/loop-drives.sh" down "$drives" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac

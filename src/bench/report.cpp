@@ -258,6 +258,28 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
     }
     chart("steady-by-length.svg", line_chart_svg(lines));
   }
+  // Speed and raw floor relative to the first arm (drive-count ladders: do arms scale with their
+  // drives' bandwidth?), at the first length.
+  if (!res.floors.empty()) {
+    Chart rel;
+    rel.title = "Relative to the first arm: steady decode vs raw read floor";
+    rel.y_label = "x first arm";
+    rel.reference = 1;
+    rel.reference_label = "first arm";
+    Series speed{"steady tok/s", {}, {}}, floor{"raw floor MB/s", {}, {}}, incl{"inclusive tok/s", {}, {}};
+    double base_floor = NAN;
+    for (const auto& g : res.groups) {
+      if (g.max_new != opt.max_new[0]) continue;
+      double fl = jnum(g.derived["raw_read_bytes_per_s"], "median");
+      if (std::isnan(base_floor)) base_floor = fl;
+      rel.categories.push_back(g.arm);
+      speed.y.push_back(g.summary.steady_ratio);
+      incl.y.push_back(g.summary.inclusive_ratio);
+      floor.y.push_back(fl / base_floor);
+    }
+    rel.series = {speed, incl, floor};
+    chart("relative.svg", bar_chart_svg(rel));
+  }
   Chart pre;
   pre.title = "Prefill expert bytes read vs the union of routed experts (floor)";
   pre.y_label = "MB";

@@ -38,6 +38,13 @@ std::string fmt(double v) {
   return buf;
 }
 
+// Bar labels: three significant digits are what a reader compares.
+std::string short_fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 struct Frame {
   double left = 70, right = 160, top = 40, bottom = 55;
   double w, h, x0, x1, y0, y1;
@@ -174,7 +181,7 @@ std::string bar_chart_svg(const Chart& c) {
       double x = f.px(double(k)) + group * 0.1 + bar * double(i);
       o << "<rect x=\"" << x << "\" y=\"" << f.py(v) << "\" width=\"" << bar * 0.95 << "\" height=\""
         << f.py(0) - f.py(v) << "\" fill=\"" << kColours[i % 8] << "\"/>\n<text x=\"" << x + bar * 0.475
-        << "\" y=\"" << f.py(v) - 4 << "\" text-anchor=\"middle\" font-size=\"10\">" << fmt(v) << "</text>\n";
+        << "\" y=\"" << f.py(v) - 4 << "\" text-anchor=\"middle\" font-size=\"10\">" << short_fmt(v) << "</text>\n";
     }
   }
   legend(o, f, c);
