@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded load test of `sluice serve` on loopback: rounds of requests from 8 concurrent clients
-# (chat and completions, streamed and not, small max_tokens) against --queue 2. Every request must
+# (chat and completions, streamed and not, small max_tokens) against --queue 4. Every request must
 # get a well-formed answer or a 429, the server must stay up, and its resident memory (VmRSS) must
 # not grow from round to round. Uses Node's built-in fetch (no npm packages).
 # Usage: serve_load.sh <sluice-binary> <source-dir>
@@ -17,9 +17,9 @@ cleanup() {
 trap cleanup EXIT
 source "$src/tests/e2e/serve/lib.sh"
 make_model "$work/tiny" k3
-start_server srv --model "$work/tiny" --model-id tiny --queue 2
+start_server srv --model "$work/tiny" --model-id tiny --queue 4
 pids+=("$srv_pid")
 SLUICE_URL="$srv_url" SLUICE_PID="$srv_pid" node "$src/tests/e2e/serve/load.mjs" \
-  --rounds "${SLUICE_LOAD_ROUNDS:-5}" --requests "${SLUICE_LOAD_REQUESTS:-40}" --clients 8
+  --rounds "${SLUICE_LOAD_ROUNDS:-6}" --requests "${SLUICE_LOAD_REQUESTS:-40}" --clients 8
 kill -0 "$srv_pid" || fail "the server died under load"
 stop_server "$srv_pid"
