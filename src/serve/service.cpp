@@ -36,6 +36,15 @@ Json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
 
 }  // namespace
 
+Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, const std::function<std::string()>& new_id) {
+  Json out = Json::array();
+  for (const auto& c : calls)
+    out.push_back(Json{{"id", new_id()},
+                       {"type", "function"},
+                       {"function", {{"name", clean(c.name)}, {"arguments", clean(c.arguments)}}}});
+  return out;
+}
+
 Service::Service(const ServeOptions& options) : opt_(options), admission_(options.queue) {
   SLUICE_CHECK(opt_.max_tokens >= 1, "--max-tokens must be at least 1");
   SLUICE_CHECK(opt_.max_context >= 2, "--max-context must be at least 2");
@@ -267,12 +276,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
       if (parsed.reasoning.size() > pushed_reasoning) add_reasoning(parsed.reasoning.substr(pushed_reasoning));
       if (parsed.content.size() > pushed_content) add_raw_content(parsed.content.substr(pushed_content));
       add_content(stop.flush());
-      for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
-        const auto& c = parsed.tool_calls[i];
-        tool_calls.push_back(Json{{"id", new_id("call_")},
-                                  {"type", "function"},
-                                  {"function", {{"name", clean(c.name)}, {"arguments", clean(c.arguments)}}}});
-      }
+      tool_calls = openai_tool_calls(parsed.tool_calls, [&] { return new_id("call_"); });
     }
   } else if (!stop.hit()) {
     add_content(stop.push(utf8.finish()));

@@ -51,6 +51,10 @@ struct PreparedRequest {
 // Thrown out of a generation whose client went away (nothing more can be sent to it).
 struct ClientGone {};
 
+// Parsed tool calls as OpenAI `tool_calls` entries ({id, type: "function", function: {name,
+// arguments}}), ids from `new_id`; text is made valid UTF-8.
+Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, const std::function<std::string()>& new_id);
+
 class Service {
  public:
   explicit Service(const ServeOptions& options);
