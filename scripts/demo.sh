@@ -38,7 +38,6 @@ cache_gb=$(awk -v b="$bank" 'BEGIN { printf "%.6f", b / 4 / 1e9 }')
 echo "demo: expert bank $((bank / 1000000)) MB on disk, expert cache ${cache_gb} GB (a quarter of it); draft model $draft"
 echo "demo: prompt: $prompt"
 echo "---"
-printf '%s' "$prompt"
 args=(--model "$model" --max-new 64 --cache-gb "$cache_gb" --stats --draft "model:$draft")
 err="$out/run-stderr.txt"
 set +e
@@ -49,6 +48,7 @@ else
   # This sluice has no text prompt yet: tokenize with the model's tokenizer and stream the ids back
   # through detokenize as they arrive.
   ids=$("$sluice" tokenize --model "$model" "$prompt" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+  printf '%s' "$prompt"
   "$sluice" run "${args[@]}" --prompt-ids "$ids" 2>"$err" | while read -r -d ' ' id; do
     "$sluice" detokenize --model "$model" "$id"
   done
