@@ -281,9 +281,9 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
     chart("relative.svg", bar_chart_svg(rel));
   }
   Chart pre;
-  pre.title = "Prefill expert bytes read vs the union of routed experts (floor)";
+  pre.title = "Prefill expert bytes read vs the routed-expert union of each pass";
   pre.y_label = "MB";
-  Series read{"bytes read", {}, {}}, uni{"union (floor)", {}, {}};
+  Series read{"bytes read", {}, {}}, uni{"union per pass", {}, {}};
   for (const auto& g : res.groups) {
     double u = jnum(g.derived["prefill_union_bytes"], "median");
     if (!std::isfinite(u)) continue;
