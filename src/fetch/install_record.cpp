@@ -135,10 +135,12 @@ InstallRecord survey_source(Source& src, const std::string& given) {
 
   std::set<std::string> shard_names;
   RemoteFile index = src.stat("model.safetensors.index.json");
+  json index_json;
   if (index.found) {
     std::string text = src.read_text("model.safetensors.index.json", 256 << 20);
     std::string w = src.where("model.safetensors.index.json");
-    json j = format::parse_json_text(text, w);
+    index_json = format::parse_json_text(text, w);
+    const json& j = index_json;
     const json& map = format::get_object(j, "weight_map", w);
     for (auto it = map.begin(); it != map.end(); ++it) {
       if (!it->is_string() || !plain_name(it->get<std::string>()))
@@ -173,9 +175,7 @@ InstallRecord survey_source(Source& src, const std::string& given) {
   }
   // Every tensor the index names must be in the shard it names (checked again after download).
   if (r.indexed) {
-    std::string text = src.read_text("model.safetensors.index.json", 256 << 20);
-    json j = format::parse_json_text(text, src.where("model.safetensors.index.json"));
-    const json& map = j["weight_map"];
+    const json& map = index_json["weight_map"];
     for (const auto& s : r.shards) {
       for (const auto& t : s.tensors) {
         auto it = map.find(t.name);
