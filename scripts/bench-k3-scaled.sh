@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -71,6 +71,24 @@ scaling() {  # 4/3/2/1 homes in one interleaved bracket; ratios are to the 4-hom
     --floor --out "$work/results/scaling"
 }
 
+pair() {  # drafting on/off with text on the trained default pair (models/default), text of record checked
+  local src
+  src=$(realpath "$here/../models/default")
+  mkdir -p "$work/dt"
+  cp "$src"/target/* "$work/dt/"
+  "$sluice" prepare --model "$work/dt" $(for i in 1 2 3 4; do echo --home "$drives/d$i/dt"; done) 2>&1 |
+    tr '\r' '\n' | tail -1
+  local ids out
+  ids=$("$sluice" tokenize --model "$work/dt" --json "The capital of France is" | tr -d '[] ')
+  out=$("$sluice" run --model "$work/dt" --prompt-ids "$ids" --max-new 256 --experts resident --json |
+    python3 -c "import json, sys; print(','.join(map(str, json.load(sys.stdin)['generated_ids'])))")
+  "$sluice" detokenize --model "$work/dt" "$out" > "$work/record256.txt"
+  in_cgroup "$sluice" bench run --model "$work/dt" --prompt "The capital of France is" --max-new 64,256 --reps 3 \
+    --arm "off:--cache-gb 0.005" --arm "draft:--cache-gb 0.005 --draft model:$src/draft" \
+    --arm "ngram:--cache-gb 0.005 --draft ngram" --arm "resident:--experts resident" --compute-arm resident \
+    --expect-text "$(cat "$work/record256.txt")" --floor --floor-seconds 1 --out "$work/results/pair"
+}
+
 equal() {  # (b) without the unequal ladder: the same total cap split evenly over the four drives
   bash "$here/loop-drives.sh" rates "$drives" 210,210,210,210
   in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 64 --reps 2 \
@@ -88,7 +106,8 @@ for s in "${steps[@]}"; do
     prefill) prefill ;;
     scaling) scaling ;;
     equal) equal ;;
-    all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal ;;
+    pair) pair ;;
+    all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal; pair ;;
     down) bash "$here/loop-drives.sh" down "$drives" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
