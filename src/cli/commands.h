@@ -18,8 +18,7 @@ Action register_upgrade(CLI::App& app);
 Action register_warm(CLI::App& app);
 Action register_bench(CLI::App& app);
 Action register_serve(CLI::App& app);
-// Weak until the tokenizer front end lands in the same build.
-__attribute__((weak)) Action register_tokenize(CLI::App& app);
-__attribute__((weak)) Action register_detokenize(CLI::App& app);
+Action register_tokenize(CLI::App& app);
+Action register_detokenize(CLI::App& app);
 
 }  // namespace sluice::cli

@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_warm);
   add(sluice::cli::register_bench);
   add(sluice::cli::register_serve);
-  if (sluice::cli::register_tokenize) add(sluice::cli::register_tokenize);
-  if (sluice::cli::register_detokenize) add(sluice::cli::register_detokenize);
+  add(sluice::cli::register_tokenize);
+  add(sluice::cli::register_detokenize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 // `sluice run`: load a model and generate greedily from prompt token ids (or text, with the
 // model's tokenizer). --json prints exactly one JSON object on stdout (a stable contract).
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,9 @@
 #include "runtime/engine.h"
 #include "runtime/router_trace.h"
 #include "runtime/generate.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 #include "runtime/speculate/model_drafter.h"
 
 namespace sluice::cli {
@@ -43,7 +47,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 struct RunArgs {
   runtime::EngineOptions engine;
-  std::string prompt_ids, events, router_trace;
+  std::string prompt_ids, prompt_text, events, router_trace;
+  bool chat = false, no_think = false;
   int64_t max_new = 32, prefill_chunk = 0;
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
@@ -76,7 +81,28 @@ class EventLog {
 
 int run(const RunArgs& a) {
   if (!a.isa.empty()) kernels::set_active_isa(a.isa);
-  std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
+  if (a.prompt_ids.empty() == a.prompt_text.empty()) fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
+  if (a.chat && a.prompt_text.empty()) fail("--chat needs --prompt TEXT");
+  // The model's tokenizer (when it has one) turns text into ids and generated ids into text.
+  std::unique_ptr<tokenizer::Tokenizer> tok = tokenizer::load_tokenizer(a.engine.model_dir);
+  if (!a.prompt_text.empty() && !tok)
+    fail(a.engine.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
+  std::vector<int32_t> prompt;
+  std::optional<tokenizer::ChatFormat> chat_format;
+  if (!a.prompt_ids.empty()) {
+    prompt = parse_ids(a.prompt_ids);
+  } else if (a.chat) {
+    chat_format = tokenizer::detect_chat_format(*tok);
+    if (!chat_format) fail(a.engine.model_dir, ": --chat: the tokenizer has no chat special tokens (K3 or Qwen3)");
+    tokenizer::ChatJson messages = tokenizer::ChatJson::array();
+    messages.push_back({{"role", "user"}, {"content", a.prompt_text}});
+    tokenizer::ChatOptions co;
+    co.thinking = !a.no_think;
+    prompt = tokenizer::render_chat(*tok, *chat_format, messages, co).ids;
+  } else {
+    prompt = tok->encode(a.prompt_text);
+    if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
+  }
   runtime::EngineOptions eo = a.engine;
   eo.prefetch = !a.no_prefetch;
   eo.verify_reads = !a.no_verify;
@@ -121,11 +147,33 @@ int run(const RunArgs& a) {
   opt.drafter = drafter.get();
   opt.controller.max_depth = a.draft_max;
   opt.fixed_depth = a.draft_depth;
-  auto on_token = [&](int32_t id) {
-    if (!a.json) {
-      std::printf("%d ", id);
-      std::fflush(stdout);
+  // Text output streams as tokens are decided: incomplete UTF-8 is held back; in chat mode the
+  // reply is split into reasoning and answer, and markers never reach the terminal.
+  tokenizer::Utf8StreamDecoder utf8;
+  std::unique_ptr<tokenizer::ReplyStream> reply;
+  if (chat_format) reply = std::make_unique<tokenizer::ReplyStream>(*tok, *chat_format, !a.no_think);
+  bool in_content = false;
+  auto print_delta = [&](const tokenizer::ReplyStream::Delta& d) {
+    if (!d.reasoning.empty()) std::printf("%s", d.reasoning.c_str());
+    if (!d.content.empty()) {
+      if (!in_content && !a.no_think) std::printf("\n--- answer ---\n");
+      in_content = true;
+      std::printf("%s", d.content.c_str());
     }
+  };
+  auto on_token = [&](int32_t id) {
+    if (tok && !a.prompt_text.empty()) {
+      if (a.json) return;
+      if (reply) {
+        print_delta(reply->push(std::span<const int32_t>(&id, 1)));
+      } else if (!tok->is_special(id)) {
+        std::string out = utf8.push(tok->token_bytes(id));
+        std::printf("%s", out.c_str());
+      }
+    } else if (!a.json) {
+      std::printf("%d ", id);
+    }
+    std::fflush(stdout);
   };
   auto on_step = [&](const runtime::StepInfo& s) {
     uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
@@ -161,8 +209,11 @@ int run(const RunArgs& a) {
                         {"steps", r.steps},
                         {"proposed", r.proposed},
                         {"accepted", r.accepted}};
+    if (tok) j["text"] = tokenizer::utf8_replace_invalid(tok->decode(r.generated));
     std::printf("%s\n", j.dump().c_str());
   } else {
+    if (reply) print_delta(reply->flush());
+    else if (tok && !a.prompt_text.empty()) std::printf("%s", utf8.finish().c_str());
     std::printf("\n");
   }
   std::fflush(stdout);
@@ -187,7 +238,10 @@ Action register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate greedily from a prompt with a Kimi K3 or Kimi-Linear checkpoint");
   sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
-  sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3")->required();
+  auto* ids_opt = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
+  sub->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the model's tokenizer)")->excludes(ids_opt);
+  sub->add_flag("--chat", a->chat, "Render --prompt as one user message in the model's chat format (K3 or Qwen3)");
+  sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer)");
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk,
                   "Prompt positions per prefill pass (0 = as many as --prefill-memory-gb allows)")

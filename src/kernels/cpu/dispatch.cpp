@@ -36,10 +36,9 @@ MatmulFn pick(const Isa& isa, WeightType t) {
 
 }  // namespace
 
-// Weak defaults so the build links before (or without) SIMD implementations; the SIMD files
-// define strong versions.
-__attribute__((weak)) const Isa* avx2_isa() { return nullptr; }
-__attribute__((weak)) const Isa* avx512_isa() { return nullptr; }
+// avx2_isa() and avx512_isa() are defined in matmul_avx2.cpp and matmul_avx512.cpp (always
+// compiled; each returns nullptr on a CPU without its features). No weak defaults: in a static
+// library those would satisfy the linker and leave the SIMD objects out.
 
 std::vector<const Isa*> available_isas() {
   std::vector<const Isa*> out{&scalar_isa()};

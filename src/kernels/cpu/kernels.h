@@ -68,14 +68,4 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // x: [T, C] raw inputs; w: [C, K] (oldest tap first); out: [T, C].
 void causal_conv_silu(float* state, const float* x, const float* w, int64_t T, int64_t C, int64_t K, float* out);
 
-namespace detail {
-// matmul_avx2.cpp and matmul_avx512.cpp override dispatch.cpp's weak avx2_isa()/avx512_isa(), but
-// in a static library the linker extracts an object only to resolve an undefined symbol, and the
-// weak defaults already satisfy those two. Every user of this header therefore references one
-// symbol defined only in each SIMD object, so both are always linked in.
-extern const char kAvx2KernelsLinked;
-extern const char kAvx512KernelsLinked;
-[[gnu::used]] static const char* const kLinkSimdKernels[] = {&kAvx2KernelsLinked, &kAvx512KernelsLinked};
-}  // namespace detail
-
 }  // namespace sluice::kernels

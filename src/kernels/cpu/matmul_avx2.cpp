@@ -238,10 +238,9 @@ bool cpu_has_f16c() {
 }  // namespace
 
 namespace detail {
-const char kAvx2KernelsLinked = 1;  // referenced from kernels.h so this object is always linked
 }  // namespace detail
 
-// Strong definition over dispatch.cpp's weak default; nullptr where the CPU lacks the features.
+// The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx2_isa() {
   static const Isa isa{"avx2", matmul_f32_avx2, matmul_bf16_avx2, matmul_mxfp4_avx2};
   static const bool supported = [] {

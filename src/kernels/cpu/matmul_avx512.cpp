@@ -289,10 +289,9 @@ bool cpu_has_f16c() {
 }  // namespace
 
 namespace detail {
-const char kAvx512KernelsLinked = 1;  // referenced from kernels.h so this object is always linked
 }  // namespace detail
 
-// Strong definition over dispatch.cpp's weak default; nullptr where the CPU lacks the features.
+// The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx512_isa() {
   static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512};
   static const bool supported = [] {
