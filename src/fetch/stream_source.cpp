@@ -45,8 +45,7 @@ std::shared_ptr<StreamSource> StreamSource::open(const std::string& model_dir, c
 }
 
 StreamSource::StreamSource(const std::string& model_dir, InstallRecord rec, const SourceOptions& opt)
-    : model_dir_(model_dir), rec_(std::move(rec)) {
-  src_ = open_source(rec_.source, opt);
+    : model_dir_(model_dir), rec_(std::move(rec)), opt_(opt) {
   format::KimiConfig c = format::load_kimi_config(model_dir);
   locator_ = std::make_unique<ExpertLocator>(rec_, c);
 }
@@ -82,6 +81,11 @@ void StreamSource::adopt(store::Manifest& m) {
 uint64_t StreamSource::fetch_record(int layer, int expert, std::byte* dst) {
   const auto& lay = layout();
   auto pieces = locator_->pieces(layer, expert);
+  {
+    // Opened on first need: a complete install runs even when its source is gone.
+    std::lock_guard<std::mutex> lock(source_mu_);
+    if (!src_) src_ = open_source(rec_.source, opt_);
+  }
   std::memset(dst, 0, lay.slot_bytes);
   std::vector<const std::byte*> seg;
   for (size_t i = 0; i < pieces.size(); ++i) {

@@ -60,7 +60,9 @@ class StreamSource : public store::ExpertSource {
  private:
   std::string model_dir_;
   InstallRecord rec_;
-  std::unique_ptr<Source> src_;
+  SourceOptions opt_;
+  std::mutex source_mu_;
+  std::unique_ptr<Source> src_;  // opened on the first fetch
   std::unique_ptr<ExpertLocator> locator_;
   std::mutex journal_mu_;
 };

@@ -15,6 +15,12 @@ want="$("$sluice" run --model "$work/src" --prompt-ids 4,5,6 --max-new 10 --igno
 got="$("$sluice" run --model "$work/full" --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')"
 [ "$got" = "$want" ] || fail "full install generated $got, source model $want"
 
+# A complete install needs its source no more.
+mv "$work/src" "$work/src.away"
+got="$("$sluice" run --model "$work/full" --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')"
+[ "$got" = "$want" ] || fail "full install without its source generated $got"
+mv "$work/src.away" "$work/src"
+
 "$sluice" setup --source "$work/src" --model "$work/stream" --stream --home "$work/stream-home" --quiet
 got="$("$sluice" run --model "$work/stream" --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json --router-trace "$work/trace.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')"
 [ "$got" = "$want" ] || fail "stream install generated $got, source model $want"
