@@ -202,6 +202,16 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
     for (const auto& r : res.runs)
       if (!r.m.valid) md << "- run " << r.seq << " (" << r.group << "): " << r.m.invalid_reason << "\n";
   }
+  bool any_homes = false;
+  for (const auto& g : res.groups) any_homes |= !g.summary.home_paths.empty();
+  if (any_homes) {
+    md << "\nPer-home engine read bandwidth (home bytes / engine time, median MB/s over valid runs):\n\n"
+       << "| arm | home | MB/s med (min–max) |\n|---|---|---|\n";
+    for (const auto& g : res.groups)
+      for (size_t h = 0; h < g.summary.home_paths.size(); ++h)
+        md << "| " << g.name << " | " << g.summary.home_paths[h] << " | " << mmm(g.summary.home_bytes_per_s[h], 1e-6)
+           << " |\n";
+  }
   if (!res.floors.empty()) {
     md << "\nRaw O_DIRECT floor (same expert records, same rotation):\n\n| seq | model | qd/home | MB/s | mean ms | p99 ms |\n|---|---|---|---|---|---|\n";
     for (const auto& fl : res.floors)

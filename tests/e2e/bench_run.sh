@@ -21,6 +21,8 @@ for f in results.json runs.csv summary.csv results.md steady-by-arm.svg bandwidt
 done
 head -c 4 "$out/steady-by-arm.svg" | grep -q '<svg' || fail "steady-by-arm.svg is not SVG"
 grep -q '| stream |' "$work/table.md" || fail "table lacks the stream arm"
+grep -q 'Per-home engine read bandwidth' "$out/results.md" || fail "results.md lacks per-home bandwidth"
+[ -s "$out/relative.svg" ] || fail "missing relative.svg (floors were measured)"
 [ "$(wc -l < "$out/runs.csv")" -eq 7 ] || fail "runs.csv should have a header and 6 runs"
 [ "$(wc -l < "$out/summary.csv")" -eq 4 ] || fail "summary.csv should have a header and 3 groups"
 [ "$(ls "$out"/runs/*.events.jsonl | wc -l)" -eq 6 ] || fail "want 6 event logs"
