@@ -12,7 +12,7 @@ namespace {
 const std::set<std::string> kCommonFields = {
     "model",  "max_tokens",       "stream",           "stream_options", "n",          "temperature", "top_p",
     "seed",   "stop",             "user",             "metadata",       "logit_bias", "logprobs",    "presence_penalty",
-    "frequency_penalty"};
+    "frequency_penalty", "ignore_eos"};
 const std::set<std::string> kCompletionFields = {"prompt", "best_of", "echo", "suffix"};
 const std::set<std::string> kChatFields = {"messages",  "max_completion_tokens", "top_logprobs", "response_format",
                                            "tools",     "tool_choice",           "parallel_tool_calls", "modalities",
@@ -98,6 +98,7 @@ void parse_common(const Json& body, const RequestLimits& limits, const std::set<
                    "invalid_request_error", "model", "model_not_found");
 
   r.stream = bool_field(body, "stream", false);
+  r.ignore_eos = bool_field(body, "ignore_eos", false);
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!r.stream)
       invalid("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.",

@@ -44,6 +44,7 @@ struct CommonRequest {
   runtime::SamplingParams sampling;  // temperature 0 = greedy
   bool seed_given = false;
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // extension (as in vLLM): generate past the end-of-sequence token
 };
 
 struct CompletionRequest : CommonRequest {

@@ -231,6 +231,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
   go.drafter = drafter_.get();
+  go.stop_at_eos = !req.common.ignore_eos;
   std::string finish = "length";
   bool natural_end = false;
   try {

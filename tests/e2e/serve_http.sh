@@ -125,7 +125,7 @@ expect_error 400 "'prompt'" "'context_length_exceeded'"  # 40,000 byte tokens > 
 
 # One generation at a time (--queue 0): a second request gets 429 while a long stream runs; the
 # streaming client then disconnects and its generation stops (health shows nothing running).
-long='{"model":"tiny","prompt":"a","max_tokens":30000,"stream":true}'
+long='{"model":"tiny","prompt":"a","max_tokens":30000,"stream":true,"temperature":0,"ignore_eos":true}'
 curl -s -N "${auth[@]}" --max-time 3 --data-binary "$long" "$k3_url/v1/completions" >"$work/long_sse.txt" 2>/dev/null &
 curl_pid=$!
 busy=0
@@ -153,7 +153,7 @@ done
 after=$(curl -s "$k3_url/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['completed'])")
 [ "$before" = "$after" ] || fail "a cancelled generation was counted as completed ($before -> $after)"
 # The same for a non-streaming client.
-curl -s "${auth[@]}" --max-time 1 --data-binary '{"model":"tiny","prompt":"a","max_tokens":30000}' \
+curl -s "${auth[@]}" --max-time 1 --data-binary '{"model":"tiny","prompt":"a","max_tokens":30000,"ignore_eos":true}' \
   "$k3_url/v1/completions" >/dev/null 2>&1 || true
 idle=0
 for _ in $(seq 1 40); do

@@ -38,7 +38,7 @@ TEST(ServeRequest, ChatDefaultsAndFields) {
       {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
       "temperature":0.5,"top_p":0.9,"seed":7,"stop":["\n\n","END"],"max_completion_tokens":12,"stream":true,
       "stream_options":{"include_usage":true},"n":1,"reasoning_effort":"high","user":"u","metadata":{"k":"v"},
-      "presence_penalty":0,"logit_bias":{},"tools":[],"parallel_tool_calls":true,"store":false})"),
+      "presence_penalty":0,"logit_bias":{},"tools":[],"parallel_tool_calls":true,"store":false,"ignore_eos":true})"),
                               limits());
   EXPECT_EQ(r.messages[0]["role"], "system");
   EXPECT_EQ(r.messages[1]["content"], "hi there");
@@ -52,6 +52,7 @@ TEST(ServeRequest, ChatDefaultsAndFields) {
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.reasoning_effort, "high");
   EXPECT_TRUE(r.tools.is_null());
+  EXPECT_TRUE(r.ignore_eos);
 
   auto d = parse_chat_request(parse_body(R"({"model":"tiny","messages":[{"role":"user","content":"x"}]})"), limits());
   EXPECT_DOUBLE_EQ(d.sampling.temperature, 1.0);  // OpenAI's default

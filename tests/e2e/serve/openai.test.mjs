@@ -120,6 +120,9 @@ test('sampling: the same seed gives the same text; max_tokens is a hard limit', 
   const b = await client.completions.create(req);
   assert.equal(a.choices[0].text, b.choices[0].text);
   const one = await client.completions.create({ model, prompt: 'x', max_tokens: 1, temperature: 0 });
+  const many = await client.completions.create({ model, prompt: 'x', max_tokens: 700, temperature: 0, ignore_eos: true });
+  assert.equal(many.usage.completion_tokens, 700);
+  assert.equal(many.choices[0].finish_reason, 'length');
   assert.equal(one.usage.completion_tokens, 1);
   assert.equal(one.choices[0].finish_reason, 'length');
 });
@@ -151,7 +154,7 @@ test('errors: typed OpenAI errors with param and code', async () => {
 });
 
 test('busy: beyond one running and --queue waiting, requests get 429', async () => {
-  const long = { model, prompt: 'busy', max_tokens: 400, temperature: 0 };
+  const long = { model, prompt: 'busy', max_tokens: 400, temperature: 0, ignore_eos: true };
   const results = await Promise.allSettled([1, 2, 3, 4].map(() => client.completions.create(long)));
   const ok = results.filter((r) => r.status === 'fulfilled').length;
   const limited = results.filter((r) => r.status === 'rejected' && r.reason instanceof OpenAI.RateLimitError).length;
