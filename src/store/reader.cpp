@@ -121,15 +121,19 @@ void ExpertReader::set_home_delay(int home, double seconds) {
   delay_.at(size_t(home)) = seconds;
 }
 
-uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst) {
+uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t t = next_ticket_++;
   Job j;
   j.layer = layer;
   j.expert = expert;
   j.dst = dst;
+  j.urgent = urgent;
   jobs_.emplace(t, std::move(j));
-  queue_.push_back(t);
+  auto at = queue_.end();
+  if (urgent)  // after the demand reads already waiting, before any prefetch
+    at = std::find_if(queue_.begin(), queue_.end(), [&](uint64_t id) { return !jobs_.at(id).urgent; });
+  queue_.insert(at, t);
   cv_job_.notify_all();
   return t;
 }

@@ -48,7 +48,8 @@ class ExpertReader {
   ExpertReader& operator=(const ExpertReader&) = delete;
 
   // Queues a read of (layer, expert) into dst (slot_bytes, 4 KiB aligned); returns a ticket.
-  uint64_t submit(int layer, int expert, std::byte* dst);
+  // Demand reads (urgent) queue ahead of every waiting prefetch read.
+  uint64_t submit(int layer, int expert, std::byte* dst, bool urgent = true);
   // Blocks until the ticket's read is done; throws naming the expert and homes if no holder
   // delivered a good copy.
   void wait(uint64_t ticket);
@@ -74,6 +75,7 @@ class ExpertReader {
     int holder = -1;         // current attempt
     double started = 0;
     int state = 0;           // 0 queued, 1 in flight, 2 done, 3 failed
+    bool urgent = true;      // a demand read (ahead of prefetches in the queue)
     std::string error;
   };
   int pick_holder(Job& j);                   // under mu_; -1 if none left

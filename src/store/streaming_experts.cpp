@@ -19,6 +19,8 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
   predicted_.resize(size_t(m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
+  recall_.assign(size_t(m_.num_layers), 1.0);
+  recall_samples_.assign(size_t(m_.num_layers), 0);
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
   if (opt_.source) opt_.source->adopt(m_);
   reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
@@ -101,8 +103,12 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   // Recall of the last prediction for this layer.
   auto& pred = predicted_[size_t(layer)];
   if (!pred.empty()) {
-    for (int32_t e : experts) counters_.predicted_correct += std::binary_search(pred.begin(), pred.end(), e);
+    size_t right = 0;
+    for (int32_t e : experts) right += std::binary_search(pred.begin(), pred.end(), e);
+    counters_.predicted_correct += right;
     counters_.actual_total += experts.size();
+    recall_[size_t(layer)] = 0.8 * recall_[size_t(layer)] + 0.2 * double(right) / double(experts.size());
+    recall_samples_[size_t(layer)] += 1;
     pred.clear();
   }
   // Unclaimed prefetches of this layer were wrong guesses: they become ordinary cache entries.
@@ -259,6 +265,11 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
   pred.assign(experts.begin(), experts.end());
   std::sort(pred.begin(), pred.end());
   counters_.predicted_total += pred.size();
+  // A layer whose predictions keep missing only costs reads: measure on, read nothing.
+  if (recall_samples_[size_t(layer)] >= 8 && recall_[size_t(layer)] < kMinRecall) {
+    counters_.prefetch_suppressed += 1;
+    return;
+  }
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
   for (int32_t e : pred) {
@@ -270,7 +281,7 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
     assign(s, layer, e);
     Slot& sl = slots_[size_t(s)];
     sl.prefetched = true;
-    sl.ticket = reader_->submit(layer, e, data(s));
+    sl.ticket = reader_->submit(layer, e, data(s), /*urgent=*/false);
     counters_.prefetch_issued += 1;
     counters_.bytes_read += m_.layout.slot_bytes;
     counters_.reads_by_layer[size_t(layer)] += 1;

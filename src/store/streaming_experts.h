@@ -29,7 +29,7 @@ struct StreamOptions {
 
 struct StoreCounters {
   uint64_t requests = 0, hits = 0, misses = 0;  // experts asked for, found in RAM, read on demand
-  uint64_t prefetch_issued = 0, prefetch_used = 0;
+  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_suppressed = 0;
   uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // for recall
   uint64_t bytes_read = 0;
   uint64_t fetched = 0;  // experts fetched from the source on first use (streamed installs)
@@ -84,6 +84,11 @@ class StreamingExperts : public ExpertProvider {
   std::vector<bool> handed_;      // which of them next_ready returned
   size_t handed_count_ = 0;
   std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction (for recall)
+  // Per-layer recall (EWMA of |predicted ∩ requested| / |requested|); below kMinRecall after a
+  // few samples the layer's prefetch reads are suppressed (predictions are still scored).
+  static constexpr double kMinRecall = 0.35;
+  std::vector<double> recall_;
+  std::vector<int> recall_samples_;
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
   Heat heat_;
