@@ -11,6 +11,7 @@
 #include "bench/harness.h"
 #include "bench/report.h"
 #include "bench/svg.h"
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "format/json_util.h"
@@ -19,31 +20,6 @@
 namespace sluice::cli {
 namespace {
 
-std::vector<int64_t> parse_int_list(const std::string& text, const char* what, int64_t min) {
-  std::vector<int64_t> out;
-  std::string item;
-  for (size_t i = 0; i <= text.size(); ++i) {
-    char ch = i < text.size() ? text[i] : ',';
-    if (ch == ',' || ch == ' ' || ch == '\n' || ch == '\t' || ch == '[' || ch == ']') {
-      if (item.empty()) continue;
-      size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || v < min || v > INT32_MAX)
-        fail(what, ": '", item, "' is not an integer >= ", min);
-      out.push_back(v);
-      item.clear();
-    } else {
-      item += ch;
-    }
-  }
-  if (out.empty()) fail(what, " is empty");
-  return out;
-}
 
 std::vector<int32_t> to_ids(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/tiny_checkpoint.h"
@@ -9,19 +10,6 @@
 namespace sluice::cli {
 namespace {
 
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      out.push_back(std::stoll(item));
-    } catch (const std::exception&) {
-      fail("--mla-layers: '", item, "' is not a layer number");
-    }
-  }
-  return out;
-}
 
 void show_progress(int64_t done, int64_t total) {
   std::fprintf(stderr, "\rmake-tiny: %6.1f / %6.1f MB", done / 1e6, total / 1e6);
@@ -65,7 +53,7 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--shards", s->shards, "Number of safetensors shards")->default_val(2);
   return [s, arch, out, mla] {
     s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
-    s->mla_layers = parse_list(*mla);
+    s->mla_layers = parse_int_list(*mla, "--mla-layers", 1, /*allow_empty=*/true);
     model::write_tiny_checkpoint(*s, *out, show_progress);
     std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
     return 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
@@ -26,22 +27,7 @@ namespace {
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    while (used < item.size() && item[used] == ' ') ++used;
-    if (item.empty() || used != item.size() || v < 0 || v > INT32_MAX)
-      fail("--prompt-ids: '", item, "' is not a non-negative token id (expected e.g. 1,2,3)");
-    ids.push_back(int32_t(v));
-  }
-  if (ids.empty()) fail("--prompt-ids is empty");
+  for (int64_t v : parse_int_list(text, "--prompt-ids", 0)) ids.push_back(int32_t(v));
   return ids;
 }
 
