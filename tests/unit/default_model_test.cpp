@@ -4,6 +4,8 @@
 // tokenizer against tiktoken's ids for the same rank file (tests/fixtures/default_target/tokenizer_cases.json).
 #include <gtest/gtest.h>
 
+#include "golden_util.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -29,48 +31,7 @@ TEST(DefaultModel, TargetLogitsAndGreedyTokensMatchTheReference) {
   auto model = model::KimiModel::load(kTarget);
   const int64_t V = model->config().vocab_size;
   ASSERT_EQ(V, 4352);
-  auto expected = format::SafetensorsFile::open(kFixture + "/expected.safetensors");
-  auto find = [&](const std::string& name) -> const format::TensorInfo* {
-    for (const auto& t : expected->tensors())
-      if (t.name == name) return &t;
-    return nullptr;
-  };
-  int prompts = 0;
-  for (int p = 0; find("prompt_ids_" + std::to_string(p)) != nullptr; ++p) {
-    ++prompts;
-    const auto& ids_t = *find("prompt_ids_" + std::to_string(p));
-    const auto* logits_t = find("logits_" + std::to_string(p));
-    const auto* greedy_t = find("greedy_ids_" + std::to_string(p));
-    ASSERT_NE(logits_t, nullptr);
-    ASSERT_NE(greedy_t, nullptr);
-    std::vector<int32_t> ids(ids_t.nbytes / 4), greedy(greedy_t->nbytes / 4);
-    std::vector<float> ref(logits_t->nbytes / 4);
-    std::memcpy(ids.data(), ids_t.data, ids_t.nbytes);
-    std::memcpy(greedy.data(), greedy_t->data, greedy_t->nbytes);
-    std::memcpy(ref.data(), logits_t->data, logits_t->nbytes);
-    ASSERT_EQ(ref.size(), ids.size() * size_t(V));
-
-    auto st = model->new_state();
-    std::vector<float> got(ref.size());
-    model->forward(st, ids, model::PassOptions{.all_logits = true}, got.data());
-    double worst = 0;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      double scale = 0, err = 0;
-      for (int64_t v = 0; v < V; ++v) {
-        const size_t i = t * size_t(V) + size_t(v);
-        scale = std::max(scale, std::fabs(double(ref[i])));
-        err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-      }
-      worst = std::max(worst, err / std::max(scale, 1e-30));
-    }
-    EXPECT_LE(worst, 1e-4) << "prompt " << p << ": max relative logit error " << worst;
-    std::printf("[default model] prompt %d: max relative logit error %.3g over %zu positions\n", p, worst, ids.size());
-
-    auto st2 = model->new_state();
-    runtime::GenerateOptions opt{.max_new = int64_t(greedy.size()), .stop_at_eos = false};
-    auto r = runtime::generate_greedy(*model, st2, ids, opt);
-    EXPECT_EQ(r.generated, greedy) << "prompt " << p << ": greedy tokens differ from the reference";
-  }
+  int prompts = testing::check_against_reference(*model, kFixture + "/expected.safetensors", "default target");
   EXPECT_EQ(prompts, 3);
 }
 
