@@ -58,7 +58,7 @@ bool flag(const Json& obj, const char* key, bool fallback) {
   return it->is_boolean() ? it->get<bool>() : fallback;
 }
 
-class HfTokenizer final : public Tokenizer {
+class HfTokenizer final : public TableTokenizer {
  public:
   HfTokenizer(std::string_view data, const std::string& name) : name_(name) {
     Json root = Json::parse(data.begin(), data.end(), nullptr, false);
@@ -72,28 +72,6 @@ class HfTokenizer final : public Tokenizer {
     parse_added(root.value("added_tokens", Json::array()), name + ".added_tokens");
   }
 
-  std::vector<int32_t> encode(std::string_view text) const override {
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 4);
-    encode_into(text, out);
-    return out;
-  }
-
-  void encode_into(std::string_view text, std::vector<int32_t>& out) const override {
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t good = utf8_valid_prefix(text, pos);
-      if (good > 0) encode_valid(text.substr(pos, good), out);
-      pos += good;
-      if (pos < text.size()) out.push_back(byte_id_[static_cast<unsigned char>(text[pos++])]);
-    }
-  }
-
-  std::string decode(std::span<const int32_t> ids) const override { return table_.decode(ids); }
-  std::string_view token_bytes(int32_t id) const override { return table_.bytes(id); }
-  std::optional<int32_t> special_id(std::string_view s) const override { return table_.special_id(s); }
-  const std::vector<SpecialToken>& special_tokens() const override { return table_.specials(); }
-  int32_t vocab_size() const override { return table_.vocab_size(); }
   std::string describe() const override {
     return cat("tokenizer.json/byte-level BPE (", n_vocab_, " tokens, ", n_merges_, " merges, ",
                table_.specials().size(), " added", nfc_ ? ", NFC" : "", ")");
@@ -274,7 +252,7 @@ class HfTokenizer final : public Tokenizer {
     return out;
   }
 
-  void encode_valid(std::string_view text, std::vector<int32_t>& out) const {
+  void encode_valid(std::string_view text, std::vector<int32_t>& out) const override {
     std::string normalized;
     if (nfc_ && nfc_normalize(text, normalized)) text = normalized;
     thread_local std::vector<std::pair<size_t, size_t>> pieces, next;
@@ -319,8 +297,6 @@ class HfTokenizer final : public Tokenizer {
   std::vector<std::unique_ptr<RegexSplitter>> splits_;
   MergeTable merges_;
   TokenRankMap whole_;  // byte-level key -> id, only with ignore_merges
-  TokenTable table_;
-  int32_t byte_id_[256] = {};
   int32_t n_vocab_ = 0, n_merges_ = 0;
 };
 

@@ -85,7 +85,7 @@ bool base64_decode(std::string_view in, std::string& out) {
   return true;
 }
 
-class TiktokenTokenizer final : public Tokenizer {
+class TiktokenTokenizer final : public TableTokenizer {
  public:
   TiktokenTokenizer(std::string_view data, const std::string& name, const TiktokenOptions& options) {
     parse_ranks(data, name);
@@ -113,31 +113,9 @@ class TiktokenTokenizer final : public Tokenizer {
               : options.pattern == TiktokenPattern::cl100k_base ? "cl100k_base"
                                                                  : "o200k_base";
     regex_ = std::make_unique<RegexSplitter>(pattern, cat(name, ": pre-tokenizer ", preset_));
-    for (int b = 0; b < 256; ++b) byte_rank_[b] = ranks_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    for (int b = 0; b < 256; ++b) byte_id_[b] = ranks_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
   }
 
-  std::vector<int32_t> encode(std::string_view text) const override {
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 4);
-    encode_into(text, out);
-    return out;
-  }
-
-  void encode_into(std::string_view text, std::vector<int32_t>& out) const override {
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t good = utf8_valid_prefix(text, pos);
-      if (good > 0) encode_valid(text.substr(pos, good), out);
-      pos += good;
-      if (pos < text.size()) out.push_back(byte_rank_[static_cast<unsigned char>(text[pos++])]);
-    }
-  }
-
-  std::string decode(std::span<const int32_t> ids) const override { return table_.decode(ids); }
-  std::string_view token_bytes(int32_t id) const override { return table_.bytes(id); }
-  std::optional<int32_t> special_id(std::string_view spelling) const override { return table_.special_id(spelling); }
-  const std::vector<SpecialToken>& special_tokens() const override { return table_.specials(); }
-  int32_t vocab_size() const override { return table_.vocab_size(); }
   std::string describe() const override {
     return cat("tiktoken/", preset_, " (", n_ranks_, " ranks, ", table_.specials().size(), " specials)");
   }
@@ -187,7 +165,7 @@ class TiktokenTokenizer final : public Tokenizer {
     table_.set_ordinary(std::move(tokens));
   }
 
-  void encode_valid(std::string_view text, std::vector<int32_t>& out) const {
+  void encode_valid(std::string_view text, std::vector<int32_t>& out) const override {
     if (!kimi_slicing_) {
       encode_chunk(text, out);
       return;
@@ -233,9 +211,7 @@ class TiktokenTokenizer final : public Tokenizer {
   }
 
   TokenRankMap ranks_;
-  TokenTable table_;
   int32_t n_ranks_ = 0;
-  int32_t byte_rank_[256] = {};
   bool kimi_slicing_ = false;
   std::string preset_;
   std::unique_ptr<RegexSplitter> regex_;

@@ -1,5 +1,6 @@
 // Token id -> bytes table, special-token registry and file reading (see token_table.h).
 #include "tokenizer/token_table.h"
+#include "tokenizer/utf8.h"
 
 #include <algorithm>
 #include <fstream>
@@ -93,6 +94,16 @@ std::optional<int32_t> TokenTable::special_id(std::string_view spelling) const {
   auto it = special_by_spelling_.find(std::string(spelling));
   if (it == special_by_spelling_.end()) return std::nullopt;
   return it->second;
+}
+
+void TableTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) const {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t good = utf8_valid_prefix(text, pos);
+    if (good > 0) encode_valid(text.substr(pos, good), out);
+    pos += good;
+    if (pos < text.size()) out.push_back(byte_id_[static_cast<unsigned char>(text[pos++])]);
+  }
 }
 
 }  // namespace sluice::tokenizer

@@ -43,4 +43,28 @@ class TokenTable {
   std::vector<std::pair<int32_t, std::string>> ordinary_;
 };
 
+// What both byte-level BPE formats share: the id table and the handling of invalid UTF-8 (each bad
+// byte becomes its single-byte token, so decode(encode(x)) == x for any bytes). A format supplies
+// encode_valid() for well-formed text and fills byte_id_ with each single byte's id.
+class TableTokenizer : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(std::string_view text) const override {
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 4);
+    encode_into(text, out);
+    return out;
+  }
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
+  std::string decode(std::span<const int32_t> ids) const override { return table_.decode(ids); }
+  std::string_view token_bytes(int32_t id) const override { return table_.bytes(id); }
+  std::optional<int32_t> special_id(std::string_view spelling) const override { return table_.special_id(spelling); }
+  const std::vector<SpecialToken>& special_tokens() const override { return table_.specials(); }
+  int32_t vocab_size() const override { return table_.vocab_size(); }
+
+ protected:
+  virtual void encode_valid(std::string_view text, std::vector<int32_t>& out) const = 0;
+  TokenTable table_;
+  int32_t byte_id_[256] = {};
+};
+
 }  // namespace sluice::tokenizer
