@@ -33,6 +33,14 @@ using nlohmann::json;
 
 namespace {
 
+// Closes a descriptor on every way out of a scope.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 void write_all_at(int fd, const std::byte* p, size_t n, uint64_t off, const std::string& what) {
   while (n) {
     ssize_t w = ::pwrite(fd, p, n, off_t(off));
@@ -104,12 +112,7 @@ std::string download_file(Source& src, const std::string& name, uint64_t size, c
   uint64_t have = std::min({file_size_or(part, 0), read_durable_length(durable), size});
   int fd = ::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) fail(part, ": cannot create: ", std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closer{fd};
+  FdCloser closer{fd};
   if (::ftruncate(fd, off_t(have)) != 0) fail(part, ": cannot truncate: ", std::strerror(errno));
   Sha256 hash;
   {
@@ -215,12 +218,7 @@ FileEntry build_local_shard(Source& src, const SourceShard& shard, const std::ve
   if (done.empty()) ::unlink(part.c_str());
   int fd = ::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) fail(part, ": cannot create: ", std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closer{fd};
+  FdCloser closer{fd};
   if (::ftruncate(fd, off_t(total)) != 0) fail(part, ": cannot size to ", total, " bytes: ", std::strerror(errno));
   std::byte len[8];
   for (int i = 0; i < 8; ++i) len[i] = std::byte((text.size() >> (8 * i)) & 0xff);
