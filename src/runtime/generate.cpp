@@ -70,8 +70,12 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   auto t1 = clock::now();
   std::vector<float> rows_logits;
   std::vector<int32_t> rows;
+  store::ExpertProvider* provider = m.expert_provider();
+  auto read_totals = [&] { return provider ? provider->read_totals() : store::ExpertProvider::ReadTotals{}; };
   while (!done) {
     auto ts = clock::now();
+    const auto reads0 = read_totals();
+    const int64_t requests0 = m.counters().moe.expert_requests;
     StepInfo step;
     int depth = 0;
     if (opt.drafter) {
@@ -132,7 +136,19 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       r.accepted += int64_t(accepted);
     }
     step.ms = ms_since(ts);
-    controller.record(1 + step.proposed, step.proposed, step.accepted, step.ms / 1e3);
+    const auto reads1 = read_totals();
+    step.union_experts = uint64_t(m.counters().moe.expert_requests - requests0);
+    step.missed_experts = reads1.misses - reads0.misses;
+    step.bytes_read = reads1.bytes_read - reads0.bytes_read;
+    controller.record(StepCost{.width = 1 + step.proposed,
+                               .proposed = step.proposed,
+                               .accepted = step.accepted,
+                               .seconds = step.ms / 1e3,
+                               .union_experts = step.union_experts,
+                               .missed_experts = step.missed_experts,
+                               .bytes_read = step.bytes_read,
+                               .expert_bytes = reads1.expert_bytes,
+                               .read_bytes_per_second = reads1.bytes_per_second});
     ++r.steps;
     if (on_step) on_step(step);
   }
