@@ -62,6 +62,8 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     }
   };
   emit(choose(logits.data()));
+  if (opt.drafter && !done) opt.drafter->catch_up(history);
+  r.prefill_ms = ms_since(t0);
   {
     StepInfo first{{r.generated.back()}, 0, 0, r.prefill_ms, "prefill"};
     if (on_step) on_step(first);
@@ -85,7 +87,12 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     // Never draft past max_new: the pending token's successor plus drafts must fit.
     depth = int(std::min<int64_t>(depth, opt.max_new - int64_t(r.generated.size()) - 1));
     std::vector<int32_t> drafts;
-    if (depth > 0) drafts = opt.drafter->propose(history, depth);
+    double catch_up_ms = 0;
+    if (depth > 0) {
+      opt.drafter->catch_up(history);
+      catch_up_ms = ms_since(ts);
+      drafts = opt.drafter->propose(history, depth);
+    }
     if (drafts.size() > size_t(std::max(depth, 0))) drafts.resize(size_t(std::max(depth, 0)));
     for (int32_t d : drafts)
       if (d < 0 || d >= V) fail("drafter '", opt.drafter->name(), "' proposed token ", d, " outside the vocabulary");
@@ -143,7 +150,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     controller.record(StepCost{.width = 1 + step.proposed,
                                .proposed = step.proposed,
                                .accepted = step.accepted,
-                               .seconds = step.ms / 1e3,
+                               .seconds = (step.ms - catch_up_ms) / 1e3,
                                .union_experts = step.union_experts,
                                .missed_experts = step.missed_experts,
                                .bytes_read = step.bytes_read,

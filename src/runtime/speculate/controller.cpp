@@ -55,7 +55,11 @@ double DraftController::predicted_extra_bytes(int width) const {
 }
 
 double DraftController::time_for(int width) const {
-  return n_[size_t(width)] > 0 ? t_[size_t(width)] : predicted_seconds(width);
+  // One sample of a width is noisy (a page fault, a read queued behind a prefetch): until a
+  // second one, it is averaged with the prediction.
+  const int n = n_[size_t(width)];
+  if (n >= 2 || width == 1) return n > 0 ? t_[size_t(width)] : predicted_seconds(width);
+  return n == 1 ? 0.5 * (t_[size_t(width)] + predicted_seconds(width)) : predicted_seconds(width);
 }
 
 int DraftController::next_depth() {
