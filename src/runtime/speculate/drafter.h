@@ -18,6 +18,14 @@ class Drafter {
   virtual std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) = 0;
   // The target accepted `accepted` tokens of the last proposal (history has grown accordingly).
   virtual void observe(int /*proposed*/, int /*accepted*/) {}
+
+  // A drafter conditioned on the target's hidden rows (DSpark) names the zero-based target layers
+  // whose output rows it needs; the generation loop then captures them in every pass and hands
+  // over the rows of committed positions only. nullptr: none wanted (no capture, no cost).
+  virtual const std::vector<int64_t>* wants_hidden() const { return nullptr; }
+  // Rows [n, layers · hidden] of target positions first..first+n-1, just committed. `first` is
+  // below what the drafter has seen when the target state was reset or rolled back.
+  virtual void on_committed_rows(const float* /*rows*/, int64_t /*n*/, int64_t /*first*/) {}
 };
 
 // Prompt lookup: finds the longest recent earlier occurrence (n = max_n..min_n tokens) of the
