@@ -289,7 +289,9 @@ DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_
 
   // Markov head: row j's logits get markov_w2 · markov_w1[prev], prev being the token before
   // draft j (pending, then each draft in turn), so the rows are decided one after another. The
-  // confidence head reads the final-normed row and the same markov_w1[prev].
+  // confidence head reads [row ; markov_w1[prev]]. Spec §5.2 says only "hidden_j"; we take the
+  // final-normed row (the one the lm_head reads) because DeepSpec's DSpark training code feeds the
+  // same normed backbone output to the logits and to the confidence head.
   float* prev_vec = u_.resize(static_cast<size_t>(r));
   float* bias = bias_.resize(static_cast<size_t>(V));
   const float* cw = weights_.confidence_w.data();
