@@ -20,6 +20,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "runtime/speculate/dspark_drafter.h"
 #include "runtime/speculate/model_drafter.h"
 
 namespace sluice::cli {
@@ -39,7 +40,7 @@ struct RunArgs {
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
-  std::string draft = "off";  // off | ngram | model:DIR
+  std::string draft = "off";  // off | ngram | model:DIR | dspark:DIR
   int draft_max = 8, draft_depth = -1;
   runtime::SamplingParams sampling;
 };
@@ -121,8 +122,10 @@ int run(const RunArgs& a) {
   } else if (a.draft.rfind("model:", 0) == 0) {
     drafter = std::make_unique<runtime::ModelDrafter>(model::KimiModel::load(a.draft.substr(6)),
                                                       model->config().vocab_size);
+  } else if (a.draft.rfind("dspark:", 0) == 0) {
+    drafter = runtime::DSparkDrafter::load(a.draft.substr(7), *model);
   } else if (a.draft != "off") {
-    fail("--draft '", a.draft, "' is not off, ngram or model:DIR");
+    fail("--draft '", a.draft, "' is not off, ngram, model:DIR or dspark:DIR");
   }
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
@@ -253,8 +256,9 @@ Action register_run(CLI::App& app) {
   sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
   sub->add_option("--draft", a->draft,
-                  "Drafter: off, ngram (prompt lookup) or model:DIR (a draft model with the same tokenizer); "
-                  "the target verifies every drafted token")
+                  "Drafter: off, ngram (prompt lookup), model:DIR (a draft model with the same tokenizer) or "
+                  "dspark:DIR (a K3 DSpark block drafter fed the target's hidden rows); the target verifies every "
+                  "drafted token")
       ->default_val("off");
   sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
       ->default_val(8)->check(CLI::Range(0, 64));

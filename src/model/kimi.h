@@ -18,9 +18,19 @@
 
 namespace sluice::model {
 
+// Hidden rows a pass hands out (the DSpark drafter's context, spec §5.2): for every row of the
+// pass, the output of each listed zero-based layer (the AttnRes `hidden` of §2.3 step 8, i.e. the
+// running block partial prefix + mlp_out; the plain residual stream without AttnRes),
+// concatenated in list order.
+struct HiddenCapture {
+  std::span<const int64_t> layers;
+  float* rows = nullptr;  // [T, layers.size() * hidden_size]
+};
+
 struct PassOptions {
   bool all_logits = false;  // logits for every row; otherwise only for the last row
   bool record = false;      // keep what commit_prefix needs (draft verification)
+  const HiddenCapture* capture = nullptr;  // optional; nothing is copied when null
 };
 
 // Running totals the model keeps for --stats.
@@ -53,13 +63,17 @@ class KimiModel {
 
   const ModelCounters& counters() const { return counters_; }
 
+  // The embedding rows of `tokens` into h [T, hidden] (throws for an id outside the vocabulary)
+  // and the lm_head: a draft model that shares them (DSpark) uses these.
+  void embed(std::span<const int32_t> tokens, float* h) const;
+  const Weight& lm_head() const { return weights_.lm_head; }
+
   // Scratch bytes one row of a pass needs (activations, anchors, per-row expert outputs, the
   // KDA record of a verify pass): a prefill chunk is sized from a memory budget with it.
   int64_t pass_bytes_per_row(bool record) const;
 
  private:
   KimiModel() = default;
-  void embed(std::span<const int32_t> tokens, float* h) const;
   void predict_next_layer(int next, const float* m_in, int64_t T);
 
   format::KimiConfig config_;
@@ -78,6 +92,7 @@ class KimiModel {
   FloatBuffer predict_in_;
   FloatBuffer h_, prefix_, attn_in_, normed_, attn_out_, mlp_in_, mlp_out_, final_;
   std::vector<FloatBuffer> anchors_;
+  std::vector<int> capture_slot_;  // per layer: its slot in the HiddenCapture rows, or -1
 };
 
 }  // namespace sluice::model

@@ -83,6 +83,14 @@ std::vector<float> vec(const format::TensorSet& ts, const std::string& name, int
 
 }  // namespace
 
+Weight matrix_tensor(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
+  return matrix(ts, name, rows, cols);
+}
+
+std::vector<float> vector_tensor(const format::TensorSet& ts, const std::string& name, int64_t numel) {
+  return vec(ts, name, numel);
+}
+
 std::vector<TensorSpec> kimi_roster(const KimiConfig& c) {
   std::vector<TensorSpec> out;
   const int64_t H = c.hidden_size, V = c.vocab_size;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/generate.h"
+#include "runtime/speculate/dspark_drafter.h"
 #include "runtime/speculate/model_drafter.h"
 #include "serve/conversation.h"
 #include "serve/sse.h"
@@ -64,8 +65,10 @@ Service::Service(const ServeOptions& options) : opt_(options), admission_(option
     drafter_ = std::make_unique<runtime::NgramDrafter>();
   } else if (opt_.draft.rfind("model:", 0) == 0) {
     drafter_ = std::make_unique<runtime::ModelDrafter>(model::KimiModel::load(opt_.draft.substr(6)), cfg.vocab_size);
+  } else if (opt_.draft.rfind("dspark:", 0) == 0) {
+    drafter_ = runtime::DSparkDrafter::load(opt_.draft.substr(7), engine_->model());
   } else if (opt_.draft != "off") {
-    fail("--draft '", opt_.draft, "' is not off, ngram or model:DIR");
+    fail("--draft '", opt_.draft, "' is not off, ngram, model:DIR or dspark:DIR");
   }
   state_ = std::make_unique<model::SequenceState>(engine_->model().new_state());
   std::filesystem::path dir = std::filesystem::path(opt_.engine.model_dir).lexically_normal();
