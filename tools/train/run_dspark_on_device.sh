@@ -21,7 +21,7 @@ mkdir -p "$STAGE/tools/train/results"
 
 echo "date: $(date -u)  host: $(hostname)  cpus: $(nproc)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-python3 -c 'import sys, torch, tiktoken, safetensors, numpy; print("python", sys.version.split()[0], "torch", torch.__version__, "tiktoken", tiktoken.__version__, "safetensors", safetensors.__version__)'
+python3 -c 'import sys, torch, tiktoken, safetensors, numpy; print("python", sys.version.split()[0], *(m.__name__ + " " + getattr(m, "__version__", "?") for m in (torch, tiktoken, safetensors, numpy)))'
 ls -la "$CORPUS" models/default/target
 
 set +e

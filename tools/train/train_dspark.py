@@ -156,11 +156,13 @@ def target_forward(m, ids, capture):
 
 
 @torch.no_grad()
-def precompute(m, ids, T, capture, dev, bs, deadline, autocast):
+def precompute(m, ids, T, capture, dev, bs, deadline, autocast, shuffle=False):
     """Non-overlapping T-token chunks of ids -> (tokens [N,T] long, rows [N,T,C] bf16, greedy [N,T]
     long), all on dev. Stops at the deadline (keeps what is done)."""
     n = ids.size // T
     chunks = torch.from_numpy(ids[:n * T].reshape(n, T))
+    if shuffle:   # a prep cut short by the deadline still samples the whole corpus
+        chunks = chunks[torch.randperm(n, generator=torch.Generator().manual_seed(11))]
     toks, rows, greedy = [], [], []
     done = 0
     for i in range(0, n, bs):
@@ -461,7 +463,7 @@ def main():
     # -- precompute the target's rows and greedy tokens of the training chunks --
     t = time.time()
     toks, rows, greedy = precompute(target, train_ids, T, layer_ids, dev, 64 if cuda else 4,
-                                    time.time() + args.prep_seconds, cuda)
+                                    time.time() + args.prep_seconds, cuda, shuffle=True)
     tf_acc = float((greedy[:, :-1] == toks[:, 1:]).float().mean())
     log(f"precompute: {toks.shape[0]} chunks x {T} = {toks.numel()} tokens, rows {tuple(rows.shape)} "
         f"({rows.numel() * 2 / 1e9:.2f} GB) in {time.time() - t:.1f} s; target greedy == corpus next token: {tf_acc:.3f}")
