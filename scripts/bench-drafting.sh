@@ -8,8 +8,10 @@
 #
 #   scripts/bench-drafting.sh SLUICE WORKDIR [ARM...]
 #
-# ARM is one of off ngram model qwen3 dspark (default: every one this sluice and the tree support;
-# off is always first). DSPARK=DIR names a DSpark checkpoint for the dspark arm. DRIVE_MBPS=N puts
+# ARM is one of off ngram model qwen3 dspark noise (default: all of them; off is always first).
+# dspark uses models/default/dspark (DSPARK=DIR names another). noise is the draft-hostile
+# drafter: an untrained DSpark from `sluice make-tiny --dspark` whose proposals are almost never
+# accepted - the controller must notice and cost at most 2 % against off. DRIVE_MBPS=N puts
 # the home on a loop drive throttled to N MB/s (scripts/loop-drives.sh; needs root) so that
 # decode is read-bound as it is for the real model; without it the home is a folder on the
 # virtual disk, whose host cache makes reads cheap. REPS (default 3) and MAX_NEW (default 128).
@@ -49,23 +51,23 @@ declare -A flags=(
   [model]="--draft model:$root/models/default/draft"
   [qwen3]="--draft model:$root/models/default/draft-qwen3"
 )
-[ -n "${DSPARK:-}" ] && flags[dspark]="--draft dspark:$DSPARK"
+flags[dspark]="--draft dspark:${DSPARK:-$root/models/default/dspark}"
+noise="$work/dspark-untrained"
+[ -f "$noise/config.json" ] || "$sluice" make-tiny --dspark "$noise" --target "$model" > /dev/null
+flags[noise]="--draft dspark:$noise"
 wanted=("$@")
-if [ ${#wanted[@]} -eq 0 ]; then
-  wanted=(off ngram model)
-  [ -d "$root/models/default/draft-qwen3" ] && wanted+=(qwen3)
-  [ -n "${DSPARK:-}" ] && wanted+=(dspark)
-fi
+[ ${#wanted[@]} -eq 0 ] && wanted=(off ngram model qwen3 dspark noise)
 arms=(--arm "off:--cache-gb $cache ${flags[off]}")
 for a in "${wanted[@]}"; do
   [ "$a" = off ] && continue
-  [ -n "${flags[$a]:-}" ] || { echo "bench-drafting: unknown arm $a (or DSPARK unset)" >&2; exit 2; }
+  [ -n "${flags[$a]:-}" ] || { echo "bench-drafting: unknown arm $a" >&2; exit 2; }
   arms+=(--arm "$a:--cache-gb $cache ${flags[$a]}")
 done
 
 # Draft-friendly: Bible text the pair was trained on, whose greedy continuation repeats itself
-# (the phrase pattern of the prompt comes back), which drafters predict well. Draft-hostile: text unlike the corpus
-# (hex, mixed scripts, shuffled words), where drafters should be turned off quickly.
+# (the phrase pattern of the prompt comes back), which drafters predict well. "Hostile": text
+# unlike the corpus; with greedy decoding this small target still falls into a loop after a
+# while, which prompt lookup then predicts - the noise arm is the truly hostile drafter.
 friendly="And the LORD said unto Moses, Behold, I will go up to the land of Israel, and will bring them into the hand of the Chaldeans, and will bring them to the land of the Philistines, and to"
 hostile="0x7f3a 9qz Kx7 ##@@ 4f2e-9b1c zebra? quantum/FLUX_8 Œuvre naïve 東京 7e-05 <> ~~ WQx plinth 33.1% ∑ jn9 ·· vorpal#2 ruby:sky ~ 0b1101"
 

@@ -103,6 +103,17 @@ int DraftController::next_depth() {
                 best, accept_, w, time_for(w) * 1e3, n_[size_t(w)] > 0 ? "measured" : "predicted",
                 predicted_extra_bytes(w) / 1e3, best_rate, 1.0 / time_for(1));
   decision_ = buf;
+  // Turning off needs evidence, not just a prediction: two measured drafted passes and a few
+  // judged drafts. Until then a losing-looking drafter is tried at depth 1, the cheapest check.
+  int drafted_passes = 0;
+  for (size_t w = 2; w < n_.size(); ++w) drafted_passes += n_[w];
+  if (best == 0 && (drafted_passes < 2 || trials_ < 4)) {
+    std::snprintf(buf, sizeof buf, "depth 1 (exploring: %d drafted passes, %d judged drafts so far; acceptance %.2f)",
+                  drafted_passes, trials_, accept_);
+    decision_ = buf;
+    probing_ = false;
+    return 1;
+  }
   if (best == 0 && n_[1] >= 3) {
     off_ = true;
     off_steps_ = 0;
@@ -141,6 +152,7 @@ void DraftController::record(const StepCost& s) {
     // The rate is a ratio of (decayed) sums, not a mean of per-step ratios: k/(k+1) per step
     // is biased low when the number of accepted drafts k is geometric.
     const int trials = std::min(s.proposed, s.accepted + 1);
+    trials_ += trials;
     judged_ = 0.9 * judged_ + trials;
     passed_ = 0.9 * passed_ + s.accepted;
     accept_ = passed_ / judged_;

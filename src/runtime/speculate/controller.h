@@ -59,7 +59,8 @@ class DraftController {
   double read_seconds(double misses) const;
   ControllerOptions o_;
   double accept_ = 0.6;              // accepted / judged drafts, from decayed sums (0.6 before any)
-  double passed_ = 1.2, judged_ = 2;  // the prior: 2 pseudo-trials at 0.6, decaying like the rest
+  double passed_ = 1.2, judged_ = 2;
+  int trials_ = 0;                   // judged drafts so far (not decayed)  // the prior: 2 pseudo-trials at 0.6, decaying like the rest
   std::vector<double> t_;            // EWMA seconds per step, by width (index = width)
   std::vector<double> u_;            // EWMA union experts per pass, by width
   std::vector<int> n_;               // samples per width
