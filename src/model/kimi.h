@@ -13,15 +13,11 @@
 #include "format/safetensors.h"
 #include "model/kimi_weights.h"
 #include "model/layers.h"
+#include "model/pass_options.h"
 #include "model/state.h"
 #include "store/resident_experts.h"
 
 namespace sluice::model {
-
-struct PassOptions {
-  bool all_logits = false;  // logits for every row; otherwise only for the last row
-  bool record = false;      // keep what commit_prefix needs (draft verification)
-};
 
 // Running totals the model keeps for --stats.
 struct ModelCounters {
@@ -59,7 +55,6 @@ class KimiModel {
 
  private:
   KimiModel() = default;
-  void embed(std::span<const int32_t> tokens, float* h) const;
   void predict_next_layer(int next, const float* m_in, int64_t T);
 
   format::KimiConfig config_;
