@@ -163,11 +163,14 @@ int run(const RunArgs& a) {
                  {"emitted", s.emitted},
                  {"proposed", s.proposed},
                  {"accepted", s.accepted},
-                 {"expert_bytes_read", bytes - bytes_before}});
+                 {"expert_bytes_read", bytes - bytes_before},
+                 {"union_experts", s.union_experts},
+                 {"missed_experts", s.missed_experts}});
     bytes_before = bytes;
     if (a.stats && drafter && !first)
-      std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms\n", s.decision.c_str(), s.proposed,
-                   s.accepted, s.ms);
+      std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms; union %llu experts, %llu read (%.1f KB)\n",
+                   s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
+                   (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
   };
   runtime::GenerateResult r = runtime::generate(*model, state, prompt, opt, on_token, on_step);
   events.emit({{"event", "run_end"},

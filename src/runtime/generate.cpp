@@ -62,6 +62,8 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     }
   };
   emit(choose(logits.data()));
+  if (opt.drafter && !done) opt.drafter->catch_up(history);
+  r.prefill_ms = ms_since(t0);
   {
     StepInfo first{{r.generated.back()}, 0, 0, r.prefill_ms, "prefill"};
     if (on_step) on_step(first);
@@ -70,8 +72,12 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   auto t1 = clock::now();
   std::vector<float> rows_logits;
   std::vector<int32_t> rows;
+  store::ExpertProvider* provider = m.expert_provider();
+  auto read_totals = [&] { return provider ? provider->read_totals() : store::ExpertProvider::ReadTotals{}; };
   while (!done) {
     auto ts = clock::now();
+    const auto reads0 = read_totals();
+    const int64_t requests0 = m.counters().moe.expert_requests;
     StepInfo step;
     int depth = 0;
     if (opt.drafter) {
@@ -81,7 +87,12 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     // Never draft past max_new: the pending token's successor plus drafts must fit.
     depth = int(std::min<int64_t>(depth, opt.max_new - int64_t(r.generated.size()) - 1));
     std::vector<int32_t> drafts;
-    if (depth > 0) drafts = opt.drafter->propose(history, depth);
+    double catch_up_ms = 0;
+    if (depth > 0) {
+      opt.drafter->catch_up(history);
+      catch_up_ms = ms_since(ts);
+      drafts = opt.drafter->propose(history, depth);
+    }
     if (drafts.size() > size_t(std::max(depth, 0))) drafts.resize(size_t(std::max(depth, 0)));
     for (int32_t d : drafts)
       if (d < 0 || d >= V) fail("drafter '", opt.drafter->name(), "' proposed token ", d, " outside the vocabulary");
@@ -132,7 +143,19 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       r.accepted += int64_t(accepted);
     }
     step.ms = ms_since(ts);
-    controller.record(1 + step.proposed, step.proposed, step.accepted, step.ms / 1e3);
+    const auto reads1 = read_totals();
+    step.union_experts = uint64_t(m.counters().moe.expert_requests - requests0);
+    step.missed_experts = reads1.misses - reads0.misses;
+    step.bytes_read = reads1.bytes_read - reads0.bytes_read;
+    controller.record(StepCost{.width = 1 + step.proposed,
+                               .proposed = step.proposed,
+                               .accepted = step.accepted,
+                               .seconds = (step.ms - catch_up_ms) / 1e3,
+                               .union_experts = step.union_experts,
+                               .missed_experts = step.missed_experts,
+                               .bytes_read = step.bytes_read,
+                               .expert_bytes = reads1.expert_bytes,
+                               .read_bytes_per_second = reads1.bytes_per_second});
     ++r.steps;
     if (on_step) on_step(step);
   }

@@ -34,6 +34,9 @@ struct StepInfo {
   int proposed = 0, accepted = 0;
   double ms = 0;
   std::string decision;
+  // Routed experts the step's pass asked for (its union, summed over MoE layers), how many had to
+  // be read from drives, and the bytes read meanwhile (prefetches included).
+  uint64_t union_experts = 0, missed_experts = 0, bytes_read = 0;
 };
 
 struct GenerateResult {

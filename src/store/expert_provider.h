@@ -46,6 +46,17 @@ class ExpertProvider {
   // The most experts one request() may name (a RAM budget); the model splits a pass's union
   // into groups of this size, so each expert is still read once per pass.
   virtual size_t max_batch() const { return SIZE_MAX; }
+
+  // Running totals for planning (the draft controller predicts what a wider verify pass costs in
+  // reads from them): experts asked for, experts that had to be read (demand misses), bytes read
+  // (demand and prefetch), bytes per expert record and the drives' current read bandwidth
+  // (bytes/s summed over homes; 0 = unknown). Resident providers read nothing.
+  struct ReadTotals {
+    uint64_t requests = 0, misses = 0, bytes_read = 0;
+    uint64_t expert_bytes = 0;
+    double bytes_per_second = 0;
+  };
+  virtual ReadTotals read_totals() const { return {}; }
 };
 
 }  // namespace sluice::store

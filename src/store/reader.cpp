@@ -179,6 +179,14 @@ std::vector<HomeStats> ExpertReader::stats() const {
   return stats_;
 }
 
+double ExpertReader::total_bandwidth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double bw = 0;
+  for (size_t h = 0; h < stats_.size(); ++h)
+    if (healthy_[h]) bw += stats_[h].bandwidth * opt_.queue_depth;
+  return bw;
+}
+
 int ExpertReader::pick_holder(Job& j) {
   const auto& holders = m_.of(j.layer, j.expert);
   int best = -1;

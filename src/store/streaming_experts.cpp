@@ -42,6 +42,14 @@ void StreamingExperts::save_heat() const {
   if (!opt_.heat_file.empty()) heat_.save(opt_.heat_file);
 }
 
+ExpertProvider::ReadTotals StreamingExperts::read_totals() const {
+  return ReadTotals{.requests = counters_.requests,
+                    .misses = counters_.misses,
+                    .bytes_read = counters_.bytes_read,
+                    .expert_bytes = m_.layout.slot_bytes,
+                    .bytes_per_second = reader_->total_bandwidth()};
+}
+
 uint64_t StreamingExperts::missing() const {
   uint64_t n = 0;
   for (const auto& layer : m_.holders)

@@ -49,6 +49,7 @@ class StreamingExperts : public ExpertProvider {
   size_t max_batch() const override { return max_batch_; }
 
   const StoreCounters& counters() const { return counters_; }
+  ReadTotals read_totals() const override;
   std::vector<HomeStats> home_stats() const { return reader_->stats(); }
   const Manifest& manifest() const { return m_; }
   uint64_t missing() const;  // experts with no local copy yet (fetched on first use)

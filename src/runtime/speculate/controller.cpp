@@ -1,4 +1,5 @@
-// Draft depth control from measured acceptance and pass times.
+// Draft depth control from measured acceptance, measured step times and the expert store's
+// read costs (see controller.h for the cost model).
 #include "runtime/speculate/controller.h"
 
 #include <algorithm>
@@ -6,52 +7,72 @@
 #include <cstdio>
 
 namespace sluice::runtime {
+namespace {
+
+constexpr double kEwma = 0.2;
+
+void ewma(double& v, double x, bool first) { v = first ? x : (1 - kEwma) * v + kEwma * x; }
+
+}  // namespace
 
 DraftController::DraftController(const ControllerOptions& o) : o_(o) {
   o_.max_depth = std::clamp(o_.max_depth, 0, 64);
+  o_.probe_every = std::max(1, o_.probe_every);
+  o_.probe_every_max = std::max(o_.probe_every, o_.probe_every_max);
+  probe_every_ = o_.probe_every;
   t_.assign(size_t(o_.max_depth + 2), 0.0);
+  u_.assign(size_t(o_.max_depth + 2), 0.0);
   n_.assign(size_t(o_.max_depth + 2), 0);
 }
 
-double DraftController::time_for(int width) const {
-  if (n_[size_t(width)] > 0) return t_[size_t(width)];
-  // Unmeasured width: interpolate linearly from the nearest measured widths.
-  int lo = -1, hi = -1;
-  for (int w = width - 1; w >= 1; --w)
-    if (n_[size_t(w)] > 0) {
-      lo = w;
-      break;
-    }
-  for (int w = width + 1; w < int(t_.size()); ++w)
-    if (n_[size_t(w)] > 0) {
-      hi = w;
-      break;
-    }
-  if (lo > 0 && hi > 0) return t_[size_t(lo)] + (t_[size_t(hi)] - t_[size_t(lo)]) * (width - lo) / double(hi - lo);
-  if (lo > 0) {
-    // Extrapolate with the slope of the two largest measured widths, else +25 % per row.
-    int lo2 = -1;
-    for (int w = lo - 1; w >= 1; --w)
-      if (n_[size_t(w)] > 0) {
-        lo2 = w;
-        break;
-      }
-    double slope = lo2 > 0 ? std::max(0.0, (t_[size_t(lo)] - t_[size_t(lo2)]) / (lo - lo2)) : 0.25 * t_[size_t(lo)];
-    return t_[size_t(lo)] + slope * (width - lo);
+double DraftController::read_seconds(double misses) const {
+  return bandwidth_ > 0 ? misses * expert_bytes_ / bandwidth_ : 0.0;
+}
+
+double DraftController::predicted_seconds(int width) const {
+  if (n_[1] == 0) return 1.0;  // nothing measured yet
+  const double read1 = read_seconds(u_[1] * miss_rate_);
+  const double compute1 = std::max(0.0, t_[1] - read1);
+  // Union growth and compute growth per extra row, from the widest measured pass.
+  double g = u_[1], c = 0.25 * compute1;
+  for (int w = int(t_.size()) - 1; w >= 2; --w) {
+    if (n_[size_t(w)] == 0) continue;
+    g = std::max(0.0, (u_[size_t(w)] - u_[1]) / (w - 1));
+    c = std::max(0.0, (t_[size_t(w)] - read_seconds(u_[size_t(w)] * miss_rate_) - compute1) / (w - 1));
+    break;
   }
-  if (hi > 0) return t_[size_t(hi)];
-  return 1.0;
+  return compute1 + c * (width - 1) + read_seconds((u_[1] + g * (width - 1)) * miss_rate_);
+}
+
+double DraftController::predicted_extra_bytes(int width) const {
+  double g = u_[1];
+  for (int w = int(t_.size()) - 1; w >= 2; --w)
+    if (n_[size_t(w)] > 0) {
+      g = std::max(0.0, (u_[size_t(w)] - u_[1]) / (w - 1));
+      break;
+    }
+  return g * (width - 1) * miss_rate_ * expert_bytes_;
+}
+
+double DraftController::time_for(int width) const {
+  // One sample of a width is noisy (a page fault, a read queued behind a prefetch): until a
+  // second one, it is averaged with the prediction.
+  const int n = n_[size_t(width)];
+  if (n >= 2 || width == 1) return n > 0 ? t_[size_t(width)] : predicted_seconds(width);
+  return n == 1 ? 0.5 * (t_[size_t(width)] + predicted_seconds(width)) : predicted_seconds(width);
 }
 
 int DraftController::next_depth() {
-  char buf[256];
+  char buf[320];
   if (off_) {
-    if (++off_steps_ < o_.probe_every) {
-      decision_ = "off (target-only steps were faster)";
+    if (++off_steps_ < probe_every_) {
+      std::snprintf(buf, sizeof buf, "off (target-only steps were faster; probe in %d steps)", probe_every_ - off_steps_);
+      decision_ = buf;
       return 0;
     }
     off_ = false;
     off_steps_ = 0;
+    probing_ = true;
     std::snprintf(buf, sizeof buf, "probe depth %d (acceptance %.2f)", o_.probe_depth, accept_);
     decision_ = buf;
     return std::min(o_.probe_depth, o_.max_depth);
@@ -70,26 +91,44 @@ int DraftController::next_depth() {
       best_rate = rate;
     }
   }
-  std::snprintf(buf, sizeof buf, "depth %d (acceptance %.2f, t1 %.2f ms, expected %.2f tok/s vs %.2f target-only)",
-                best, accept_, time_for(1) * 1e3, best_rate, 1.0 / time_for(1));
+  const int w = best + 1;
+  std::snprintf(buf, sizeof buf,
+                "depth %d (acceptance %.2f; %d-row pass %.2f ms %s, +%.0f KB expert reads over 1 row; "
+                "expected %.1f tok/s vs %.1f target-only)",
+                best, accept_, w, time_for(w) * 1e3, n_[size_t(w)] > 0 ? "measured" : "predicted",
+                predicted_extra_bytes(w) / 1e3, best_rate, 1.0 / time_for(1));
   decision_ = buf;
   if (best == 0 && n_[1] >= 3) {
     off_ = true;
     off_steps_ = 0;
+    // A probe that did not pay doubles the pause before the next one.
+    probe_every_ = probing_ ? std::min(2 * probe_every_, o_.probe_every_max) : o_.probe_every;
   }
+  if (best > 0) probe_every_ = o_.probe_every;
+  probing_ = false;
   return best;
 }
 
-void DraftController::record(int width, int proposed, int accepted, double seconds) {
-  width = std::clamp(width, 1, int(t_.size()) - 1);
-  double& t = t_[size_t(width)];
-  t = n_[size_t(width)] == 0 ? seconds : 0.8 * t + 0.2 * seconds;
+void DraftController::record(const StepCost& s) {
+  const int width = std::clamp(s.width, 1, int(t_.size()) - 1);
+  const bool first = n_[size_t(width)] == 0;
+  ewma(t_[size_t(width)], s.seconds, first);
+  if (s.union_experts > 0) {
+    ewma(u_[size_t(width)], double(s.union_experts), first);
+    ewma(miss_rate_, double(s.missed_experts) / double(s.union_experts), !have_miss_rate_);
+    have_miss_rate_ = true;
+  }
+  if (s.expert_bytes > 0) expert_bytes_ = double(s.expert_bytes);
+  if (s.read_bytes_per_second > 0) bandwidth_ = s.read_bytes_per_second;
   n_[size_t(width)] += 1;
-  if (proposed > 0) {
+  if (s.proposed > 0) {
     // Each proposed token is a trial until the first rejection; later ones were never judged.
-    int trials = std::min(proposed, accepted + 1);
-    double rate = double(accepted) / trials;
-    accept_ = 0.7 * accept_ + 0.3 * rate;
+    // The rate is a ratio of (decayed) sums, not a mean of per-step ratios: k/(k+1) per step
+    // is biased low when the number of accepted drafts k is geometric.
+    const int trials = std::min(s.proposed, s.accepted + 1);
+    judged_ = 0.8 * judged_ + trials;
+    passed_ = 0.8 * passed_ + s.accepted;
+    accept_ = passed_ / judged_;
   }
 }
 

@@ -1,7 +1,15 @@
-// Chooses the draft depth for each step from measured numbers: the rolling acceptance rate of
-// proposed tokens and the measured time of verify passes by width (which includes the extra
-// expert reads the union of a wider pass costs). It picks the depth with the most expected
-// tokens per second, turns drafting off when target-only steps are faster, and probes again later.
+// Chooses the draft depth for each step: the depth with the most expected tokens per second, from
+//  - the rolling acceptance rate of proposed tokens, and
+//  - the cost of a verify pass of width w = 1 + depth. Once a width has been measured its measured
+//    time is used (it includes the extra expert reads of the wider union). Before that, and for
+//    the "+N experts, +M MB" line of --stats, the cost is predicted from the expert store: the
+//    union of routed experts a pass reads grows by g experts per extra row (g measured from the
+//    model's routing on earlier passes; before any wide pass, pessimistically one full row's worth),
+//    a fraction m of the union is missing from the RAM cache (the store's recent miss rate, i.e.
+//    the cache state), each miss costs one record of b bytes at the drives' current bandwidth B,
+//    and compute grows by c per row (measured, else a quarter of a one-row pass's compute).
+// Drafting is switched off when target-only steps are faster, and probed again after a pause
+// that doubles after every probe that does not pay (so a hostile stretch costs almost nothing).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,8 +19,21 @@ namespace sluice::runtime {
 
 struct ControllerOptions {
   int max_depth = 8;
-  int probe_every = 32;  // steps without drafting before probing again
+  int probe_every = 32;   // steps without drafting before the first probe (doubles per failed probe)
+  int probe_every_max = 512;
   int probe_depth = 2;
+};
+
+// What one step cost, as the loop measured it.
+struct StepCost {
+  int width = 1;                   // rows of the pass: 1 + drafts proposed
+  int proposed = 0, accepted = 0;  // drafts proposed and accepted
+  double seconds = 0;              // whole step (drafting + verify + commit)
+  // From the expert store (0 when experts are resident): experts the pass asked for (its union,
+  // summed over MoE layers), how many of them had to be read, and bytes read during the step.
+  uint64_t union_experts = 0, missed_experts = 0, bytes_read = 0;
+  uint64_t expert_bytes = 0;       // bytes per expert record
+  double read_bytes_per_second = 0;  // the drives' current bandwidth
 };
 
 class DraftController {
@@ -20,20 +41,27 @@ class DraftController {
   explicit DraftController(const ControllerOptions& o = {});
   // Depth for the next step (0 = target only).
   int next_depth();
-  // Outcome of a step: the width of the pass (1 + drafts actually proposed), tokens accepted,
-  // and its duration.
-  void record(int width, int proposed, int accepted, double seconds);
+  void record(const StepCost& s);
   const std::string& last_decision() const { return decision_; }
   double acceptance() const { return accept_; }
+  // Predicted seconds of a pass of `width` rows, and the expert bytes it is expected to read
+  // beyond a one-row pass (exposed for tests and --stats).
+  double predicted_seconds(int width) const;
+  double predicted_extra_bytes(int width) const;
 
  private:
   double time_for(int width) const;
+  double read_seconds(double misses) const;
   ControllerOptions o_;
-  double accept_ = 0.6;              // EWMA of accepted / proposed
-  std::vector<double> t_;            // EWMA seconds per pass, by width (index = width)
+  double accept_ = 0.6;              // accepted / judged drafts, from decayed sums (0.6 before any)
+  double passed_ = 1.2, judged_ = 2;  // the prior: 2 pseudo-trials at 0.6, decaying like the rest
+  std::vector<double> t_;            // EWMA seconds per step, by width (index = width)
+  std::vector<double> u_;            // EWMA union experts per pass, by width
   std::vector<int> n_;               // samples per width
-  int off_steps_ = 0;
-  bool off_ = false;
+  double miss_rate_ = 0;             // EWMA of missed / union experts (cache state)
+  double expert_bytes_ = 0, bandwidth_ = 0;
+  int off_steps_ = 0, probe_every_ = 0;
+  bool off_ = false, probing_ = false, have_miss_rate_ = false;
   std::string decision_;
 };
 

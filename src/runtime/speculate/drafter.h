@@ -18,6 +18,11 @@ class Drafter {
   virtual std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) = 0;
   // The target accepted `accepted` tokens of the last proposal (history has grown accordingly).
   virtual void observe(int /*proposed*/, int /*accepted*/) {}
+  // Brings a drafter's own state up to `history` (after the prompt's prefill, and before a step
+  // that drafts after a pause). The loop times it apart from the step: catching up is one-off
+  // work, and counting it would make the first drafted step after a pause look slow to the
+  // controller, which would then keep a good drafter off.
+  virtual void catch_up(std::span<const int32_t> /*history*/) {}
 };
 
 // Prompt lookup: finds the longest recent earlier occurrence (n = max_n..min_n tokens) of the

@@ -17,8 +17,8 @@ ModelDrafter::ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t targ
   logits_.resize(size_t(model_->config().vocab_size));
 }
 
-std::vector<int32_t> ModelDrafter::propose(std::span<const int32_t> history, int max_tokens) {
-  if (max_tokens <= 0 || history.empty()) return {};
+void ModelDrafter::sync(std::span<const int32_t> history) {
+  if (history.empty()) return;
   // Keep the longest common prefix of what was fed and the history; KDA state cannot be cut
   // back, so a divergence means replaying from the start (cheap for a small draft model).
   size_t common = 0;
@@ -34,6 +34,11 @@ std::vector<int32_t> ModelDrafter::propose(std::span<const int32_t> history, int
     model_->forward(state_, chunk, model::PassOptions{}, logits_.data());
     fed_.insert(fed_.end(), chunk.begin(), chunk.end());
   }
+}
+
+std::vector<int32_t> ModelDrafter::propose(std::span<const int32_t> history, int max_tokens) {
+  if (max_tokens <= 0 || history.empty()) return {};
+  sync(history);
   auto snap = state_.snapshot();
   std::vector<int32_t> out;
   int32_t next = history.back();

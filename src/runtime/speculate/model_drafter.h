@@ -15,8 +15,11 @@ class ModelDrafter : public Drafter {
   ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t target_vocab);
   const char* name() const override { return "model"; }
   std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) override;
+  void catch_up(std::span<const int32_t> history) override { sync(history); }
 
  private:
+  // Brings the draft state to history minus its last token.
+  void sync(std::span<const int32_t> history);
   std::unique_ptr<model::KimiModel> model_;
   model::SequenceState state_;
   std::vector<int32_t> fed_;  // tokens the draft state has consumed
