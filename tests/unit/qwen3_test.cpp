@@ -339,15 +339,26 @@ TEST(Qwen3Load, OutOfVocabularyIdIsRefused) {
   EXPECT_EQ(st.length(), 0);
 }
 
-// Golden parity against transformers' Qwen3ForCausalLM (fixtures made on the GPU machine).
+// Golden parity against transformers' Qwen3ForCausalLM (tools/fixtures/make_qwen3_fixtures.py on
+// the GPU machine).
 class Qwen3Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Qwen3Golden, LogitsAndGreedyTokensMatchTransformers) {
   const std::string dir = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + GetParam();
-  if (!std::filesystem::exists(dir + "/expected.safetensors")) GTEST_SKIP() << "fixture " << dir << " not present yet";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/expected.safetensors")) << "missing fixture " << dir;
   auto model = model::Qwen3Model::load(dir);
   int prompts = testing::check_against_reference(*model, dir + "/expected.safetensors", GetParam());
-  EXPECT_GE(prompts, 1) << "fixture has no prompts";
+  EXPECT_EQ(prompts, 2);
+}
+
+// The trained cross-tokenizer draft of the default target (tools/train/train_qwen3_draft.py),
+// against transformers on two held-out snippets.
+TEST(Qwen3DefaultDraft, LogitsAndGreedyTokensMatchTransformers) {
+  const std::string dir = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft-qwen3";
+  auto model = model::Qwen3Model::load(dir);
+  EXPECT_EQ(model->config().vocab_size, 2051);
+  int prompts = testing::check_against_reference(*model, dir + "/expected.safetensors", "default draft-qwen3");
+  EXPECT_EQ(prompts, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3Golden, ::testing::Values("qwen3_a", "qwen3_b"),

@@ -125,7 +125,9 @@ void TextDrafter::sync_frozen(std::span<const int32_t> history) {
 void TextDrafter::sync_draft(const std::vector<int32_t>& context) {
   // Keep the draft's cache for the longest common prefix; always run at least the last id, whose
   // logits start the continuation.
-  size_t keep = std::min(common_prefix(fed_, context), context.size() - 1);
+  const size_t common = common_prefix(fed_, context);
+  if (common == context.size() && fed_.size() == context.size() && logits_current_) return;
+  size_t keep = std::min(common, context.size() - 1);
   draft_->truncate(int64_t(keep));
   fed_.resize(keep);
   for (size_t at = keep; at < context.size(); at += kFeedChunk) {
@@ -133,6 +135,7 @@ void TextDrafter::sync_draft(const std::vector<int32_t>& context) {
     draft_->forward(chunk, logits_.data());
     fed_.insert(fed_.end(), chunk.begin(), chunk.end());
   }
+  logits_current_ = true;
 }
 
 std::vector<int32_t> TextDrafter::generate(int budget, bool* ended) {
@@ -232,13 +235,23 @@ std::vector<int32_t> TextDrafter::to_target(std::span<const int32_t> history, co
   return out;
 }
 
+std::vector<int32_t> TextDrafter::draft_context(std::span<const int32_t> history) {
+  sync_frozen(history);
+  std::vector<int32_t> context = frozen_draft_;
+  encode_text_for_draft(history, frozen_target_.size(), history.size(), context);
+  return context;
+}
+
+void TextDrafter::catch_up(std::span<const int32_t> history) {
+  std::vector<int32_t> context = draft_context(history);
+  if (!context.empty()) sync_draft(context);
+}
+
 std::vector<int32_t> TextDrafter::propose(std::span<const int32_t> history, int max_tokens) {
   if (max_tokens <= 0 || history.empty()) return {};
   ++counters_.steps;
   context_size_ = 0;
-  sync_frozen(history);
-  std::vector<int32_t> context = frozen_draft_;
-  encode_text_for_draft(history, frozen_target_.size(), history.size(), context);
+  std::vector<int32_t> context = draft_context(history);
   if (context.empty()) return {};
   sync_draft(context);
   context_size_ = context.size();

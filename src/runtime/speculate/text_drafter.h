@@ -42,6 +42,8 @@ class TextDrafter : public Drafter {
               const tokenizer::Tokenizer& target, const TextDrafterOptions& options = {});
   const char* name() const override { return "text"; }
   std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) override;
+  // Runs the draft over the history's text (the prompt's prefill, or what came since a pause).
+  void catch_up(std::span<const int32_t> history) override;
 
   const TextDrafterCounters& counters() const { return counters_; }
   // The draft ids the last proposal was generated from (the history as draft text), for tests.
@@ -50,6 +52,8 @@ class TextDrafter : public Drafter {
  private:
   // Brings frozen_draft_ (the draft ids of a prefix of the history) in step with `history`.
   void sync_frozen(std::span<const int32_t> history);
+  // The draft ids of the history's text; empty when it has none.
+  std::vector<int32_t> draft_context(std::span<const int32_t> history);
   void freeze(std::span<const int32_t> history, size_t end, std::vector<int32_t> draft_ids);
   // Draft ids of the target tokens [from, to) of history, which contain no specials.
   void encode_text_for_draft(std::span<const int32_t> history, size_t from, size_t to, std::vector<int32_t>& out);
@@ -75,7 +79,8 @@ class TextDrafter : public Drafter {
   std::vector<std::pair<size_t, size_t>> marks_;
   std::vector<int32_t> fed_;  // draft ids in the draft model's context
   size_t context_size_ = 0;   // how many of them are the history's (the rest were generated)
-  std::vector<float> logits_;
+  std::vector<float> logits_;  // after fed_'s last id when logits_current_
+  bool logits_current_ = false;
   std::string text_;          // scratch
 };
 
