@@ -131,9 +131,10 @@ inline const std::vector<std::string>& piece_boundary_texts() {
 
 // At every forced piece start of every text, encoding splits exactly there. Returns how many
 // starts were checked.
-inline int expect_forced_starts_split(const Tokenizer& tok, const std::string& label) {
+inline int expect_forced_starts_split(const Tokenizer& tok, const std::string& label,
+                                      const std::vector<std::string>& texts = piece_boundary_texts()) {
   int checked = 0;
-  for (const std::string& text : piece_boundary_texts()) {
+  for (const std::string& text : texts) {
     const std::vector<int32_t> whole = tok.encode(text);
     for (size_t pos = 1; pos < text.size(); ++pos) {
       if (!forced_piece_start(text, pos)) continue;

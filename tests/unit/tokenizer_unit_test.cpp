@@ -263,6 +263,9 @@ TEST(TokenizerPieces, ForcedPieceStartRules) {
   EXPECT_FALSE(forced_piece_start("a \n", 1));         // ... or by a newline
   EXPECT_FALSE(forced_piece_start("a ", 1));           // nothing follows yet
   EXPECT_TRUE(forced_piece_start("a \xC3\xA9", 1));    // a multi-byte letter follows
+  EXPECT_FALSE(forced_piece_start("a 1", 1));          // digits and CJK may be split off first
+  EXPECT_FALSE(forced_piece_start("a \xD9\xA3", 1));    // (U+0663, an Arabic-Indic digit)
+  EXPECT_FALSE(forced_piece_start("a \xE4\xB8\xAD", 1));
   EXPECT_FALSE(forced_piece_start("a \xC3", 1));       // ... not complete yet
   EXPECT_FALSE(forced_piece_start("a \xE3\x80\x80x", 1));  // U+3000 is White_Space
   EXPECT_FALSE(forced_piece_start("a \xC2\xA0x", 1));  // so is NBSP
@@ -270,6 +273,10 @@ TEST(TokenizerPieces, ForcedPieceStartRules) {
   EXPECT_TRUE(forced_piece_start("a\n7", 2));
   EXPECT_FALSE(forced_piece_start("!\n/x", 2));        // o200k keeps "/" with "!\n"
   EXPECT_FALSE(forced_piece_start("a\n\xC3\xA9", 2));  // only ASCII after a newline
+  EXPECT_TRUE(forced_piece_start("them, and", 4));    // punctuation after a letter
+  EXPECT_TRUE(forced_piece_start("a.b", 1));
+  EXPECT_FALSE(forced_piece_start("it's", 2));        // a contraction joins the word
+  EXPECT_FALSE(forced_piece_start("12,", 2));         // only after a letter
   EXPECT_FALSE(forced_piece_start("ab", 1));
   EXPECT_FALSE(forced_piece_start("ab", 2));
   EXPECT_FALSE(forced_piece_start("x\0 y"s, 0));
