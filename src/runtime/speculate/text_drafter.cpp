@@ -65,6 +65,7 @@ void TextDrafter::encode_text_for_draft(std::span<const int32_t> history, size_t
 }
 
 void TextDrafter::encode_special_for_draft(int32_t target_special, std::vector<int32_t>& out) {
+  if (target_special < 0 || target_special >= target_.vocab_size()) return;  // an id with no text
   const std::string_view spelling = target_.token_bytes(target_special);
   if (auto id = draft_tok_->special_id(spelling)) out.push_back(*id);
   else draft_tok_->encode_into(spelling, out);
@@ -89,7 +90,7 @@ void TextDrafter::sync_frozen(std::span<const int32_t> history) {
   while (frozen_target_.size() < n) {
     const size_t from = frozen_target_.size();
     size_t special = from;
-    while (special < n && !target_.is_special(history[special])) ++special;
+    while (special < n && !boundary(history[special])) ++special;
     if (special < n) {  // a closed run and the special that ends it
       std::vector<int32_t> ids;
       encode_text_for_draft(history, from, special, ids);
@@ -168,46 +169,34 @@ std::vector<int32_t> TextDrafter::generate(int budget, bool* ended) {
   return out;
 }
 
-std::vector<int32_t> TextDrafter::to_target(std::span<const int32_t> history, const std::string& continuation,
-                                            bool ended, int max_tokens) {
-  // Find the window start, walking back from the end: a forced piece start (the rules look one
-  // byte before and four after it), the token after a special, or the start of the history.
+bool TextDrafter::boundary(int32_t id) const {
+  return id < 0 || id >= target_.vocab_size() || target_.is_special(id);
+}
+
+std::optional<size_t> TextDrafter::window_start(std::span<const int32_t> history) const {
+  // Walking back from the end: a forced piece start (the rules look one byte before and four
+  // after it), the token after a special, or the start of the history.
   const size_t n = history.size();
-  std::vector<std::string_view> back;  // token texts from the end backwards
-  size_t bytes = 0, start = n;
-  bool found = false;
+  size_t bytes = 0;
   std::string local;
   for (size_t j = n; j-- > 0;) {
-    if (target_.is_special(history[j])) {
-      start = j + 1;
-      found = true;
-      break;
-    }
-    back.push_back(target_.token_bytes(history[j]));
-    bytes += back.back().size();
-    if (bytes > o_.max_window_bytes) break;
-    if (j == 0) {
-      start = 0;
-      found = true;
-      break;
-    }
+    if (boundary(history[j])) return j + 1;
+    bytes += target_.token_bytes(history[j]).size();
+    if (bytes > o_.max_window_bytes) return std::nullopt;
+    if (j == 0) return 0;
     local.clear();
-    if (!target_.is_special(history[j - 1])) {
-      std::string_view prev = target_.token_bytes(history[j - 1]);
-      local.push_back(prev.back());
-    }
+    if (!boundary(history[j - 1])) local.push_back(target_.token_bytes(history[j - 1]).back());
     const size_t pos = local.size();
-    for (size_t k = back.size(); k-- > 0 && local.size() < pos + 5;) local += back[k];
-    if (tokenizer::forced_piece_start(local, pos)) {
-      start = j;
-      found = true;
-      break;
-    }
+    for (size_t k = j; k < n && local.size() < pos + 5; ++k) local += target_.token_bytes(history[k]);
+    if (tokenizer::forced_piece_start(local, pos)) return j;
   }
-  if (!found) return {};
+  return 0;
+}
+
+std::vector<int32_t> TextDrafter::to_target(std::span<const int32_t> history, size_t start,
+                                            const std::string& continuation, bool ended, int max_tokens) {
   std::string text;
-  text.reserve(bytes + continuation.size());
-  for (size_t k = n - start; k-- > 0;) text += back[k];
+  for (size_t i = start; i < history.size(); ++i) text += target_.token_bytes(history[i]);
   const size_t window_bytes = text.size();
   text += continuation;
   if (!ended) {
@@ -255,11 +244,13 @@ std::vector<int32_t> TextDrafter::propose(std::span<const int32_t> history, int 
   if (context.empty()) return {};
   sync_draft(context);
   context_size_ = context.size();
+  const std::optional<size_t> start = window_start(history);
+  if (!start) return {};
   const int budget = std::clamp(max_tokens + o_.extra_tokens, 3, std::max(3, o_.max_draft_tokens));
   bool ended = false;
   std::vector<int32_t> generated = generate(budget, &ended);
   if (generated.empty()) return {};
-  std::vector<int32_t> out = to_target(history, draft_tok_->decode(generated), ended, max_tokens);
+  std::vector<int32_t> out = to_target(history, *start, draft_tok_->decode(generated), ended, max_tokens);
   counters_.proposed += int64_t(out.size());
   return out;
 }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,8 +64,14 @@ class TextDrafter : public Drafter {
   void sync_draft(const std::vector<int32_t>& context);
   // The draft's greedy continuation (draft ids); *ended: the draft ended its text (EOS/special).
   std::vector<int32_t> generate(int budget, bool* ended);
-  std::vector<int32_t> to_target(std::span<const int32_t> history, const std::string& continuation, bool ended,
-                                 int max_tokens);
+  // Specials, and ids the target's tokenizer has no text for, split the history into text runs.
+  bool boundary(int32_t target_id) const;
+  // Where the target's re-encoding starts (see the .cpp); none when that window would be longer
+  // than max_window_bytes.
+  std::optional<size_t> window_start(std::span<const int32_t> history) const;
+  // The target ids that the draft's continuation adds after the history (at most max_tokens).
+  std::vector<int32_t> to_target(std::span<const int32_t> history, size_t start, const std::string& continuation,
+                                 bool ended, int max_tokens);
 
   std::unique_ptr<DraftLm> draft_;
   std::unique_ptr<tokenizer::Tokenizer> draft_tok_;
