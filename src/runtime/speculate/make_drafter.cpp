@@ -29,7 +29,8 @@ std::unique_ptr<Drafter> text_drafter(std::unique_ptr<DraftLm> lm, std::unique_p
 const char* const kDraftHelp =
     "Drafter: off, ngram (prompt lookup) or model:DIR: a kimi_k3/kimi_linear draft with the target's "
     "tokenizer proposes ids directly; a qwen3 draft (or any with its own tokenizer) drafts through "
-    "text. The target verifies every drafted token: the output is the same as with --draft off";
+    "text. The target verifies every drafted token: greedy output is that of --draft off, and sampling keeps "
+    "the target's distribution";
 
 std::unique_ptr<Drafter> make_drafter(const std::string& spec, const std::string& target_dir, int64_t target_vocab,
                                       const tokenizer::Tokenizer* target_tokenizer) {
