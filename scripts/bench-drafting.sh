@@ -63,10 +63,10 @@ for a in "${wanted[@]}"; do
   arms+=(--arm "$a:--cache-gb $cache ${flags[$a]}")
 done
 
-# Draft-friendly: Bible text the pair was trained on, whose greedy continuation the draft models
-# predict well and which repeats itself (prompt lookup). Draft-hostile: text unlike the corpus
+# Draft-friendly: Bible text the pair was trained on, whose greedy continuation repeats itself
+# (the phrase pattern of the prompt comes back), which drafters predict well. Draft-hostile: text unlike the corpus
 # (hex, mixed scripts, shuffled words), where drafters should be turned off quickly.
-friendly="And the LORD spake unto Moses, saying, Speak unto the children of Israel, and say unto them, When ye be come into the land which I give unto you, then shall the land keep a sabbath unto the LORD. And the LORD spake unto Moses, saying,"
+friendly="And the LORD said unto Moses, Behold, I will go up to the land of Israel, and will bring them into the hand of the Chaldeans, and will bring them to the land of the Philistines, and to"
 hostile="0x7f3a 9qz Kx7 ##@@ 4f2e-9b1c zebra? quantum/FLUX_8 Œuvre naïve 東京 7e-05 <> ~~ WQx plinth 33.1% ∑ jn9 ·· vorpal#2 ruby:sky ~ 0b1101"
 
 for kind in friendly hostile; do

@@ -1,10 +1,12 @@
-// `sluice make-tiny`: write a small random checkpoint in the real format (tests, fixtures, demos).
+// `sluice make-tiny`: write a small random checkpoint in the real format (tests, fixtures, demos),
+// and optionally a random K3 DSpark drafter matched to it (or to an existing target directory).
 #include <cstdio>
 #include <sstream>
 
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "format/kimi_config.h"
 #include "model/tiny_checkpoint.h"
 
 namespace sluice::cli {
@@ -23,9 +25,13 @@ Action register_make_tiny(CLI::App& app) {
   auto arch = std::make_shared<std::string>("kimi_k3");
   auto out = std::make_shared<std::string>();
   auto mla = std::make_shared<std::string>("4,8,9");
+  auto ds = std::make_shared<model::TinyDSparkSpec>();
+  auto dspark = std::make_shared<std::string>();
+  auto target = std::make_shared<std::string>();
+  auto dspark_ids = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
   sub->add_option("--arch", *arch, "kimi_k3 or kimi_linear")->check(CLI::IsMember({"kimi_k3", "kimi_linear"}));
-  sub->add_option("--out", *out, "Output directory")->required();
+  sub->add_option("--out", *out, "Output directory of the target checkpoint");
   sub->add_option("--seed", s->seed, "Random seed")->default_val(1);
   sub->add_option("--vocab", s->vocab, "Vocabulary size")->default_val(512);
   sub->add_option("--hidden", s->hidden, "Hidden size")->default_val(64);
@@ -51,11 +57,35 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--block", s->block, "K3 attn_res_block_size")->default_val(3);
   sub->add_option("--routed-scaling", s->routed_scaling, "routed_scaling_factor")->default_val(1.0);
   sub->add_option("--shards", s->shards, "Number of safetensors shards")->default_val(2);
-  return [s, arch, out, mla] {
-    s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
-    s->mla_layers = parse_int_list(*mla, "--mla-layers", 1, /*allow_empty=*/true);
-    model::write_tiny_checkpoint(*s, *out, show_progress);
-    std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
+  sub->add_option("--dspark", *dspark,
+                  "Also write a random K3 DSpark drafter (config.json + model.safetensors) for the target into this directory");
+  sub->add_option("--target", *target,
+                  "With --dspark and without --out: match the drafter to this existing target checkpoint instead");
+  sub->add_option("--dspark-seed", ds->seed, "DSpark random seed")->default_val(2);
+  sub->add_option("--dspark-layers", ds->layers, "DSpark layers")->default_val(2)->check(CLI::Range(1, 64));
+  sub->add_option("--dspark-layer-ids", *dspark_ids,
+                  "Zero-based target layers whose output rows form the context, comma-separated "
+                  "(default: up to three spread over the target)");
+  sub->add_option("--dspark-draft-tokens", ds->draft_tokens, "Query rows per block (num_draft_tokens)")
+      ->default_val(7)->check(CLI::Range(1, 16));
+  sub->add_option("--dspark-markov-rank", ds->markov_rank, "Markov head rank")->default_val(16)->check(CLI::Range(1, 4096));
+  return [s, arch, out, mla, ds, dspark, target, dspark_ids] {
+    if (out->empty() == target->empty())
+      fail("make-tiny: give --out DIR (write a target) or, with --dspark, --target DIR (an existing target)");
+    if (!target->empty() && dspark->empty()) fail("make-tiny: --target only makes sense with --dspark");
+    std::string target_dir = *target;
+    if (!out->empty()) {
+      s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
+      s->mla_layers = parse_int_list(*mla, "--mla-layers", 1, /*allow_empty=*/true);
+      model::write_tiny_checkpoint(*s, *out, show_progress);
+      std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
+      target_dir = *out;
+    }
+    if (!dspark->empty()) {
+      if (!dspark_ids->empty()) ds->target_layer_ids = parse_int_list(*dspark_ids, "--dspark-layer-ids", 0);
+      model::write_tiny_dspark(*ds, format::load_kimi_config(target_dir), *dspark);
+      std::fprintf(stderr, "make-tiny: wrote a DSpark drafter for %s to %s\n", target_dir.c_str(), dspark->c_str());
+    }
     return 0;
   };
 }

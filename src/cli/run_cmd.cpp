@@ -39,7 +39,7 @@ struct RunArgs {
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
-  std::string draft = "off";  // see runtime::make_drafter
+  std::string draft = "off";  // off | ngram | model:DIR | dspark:DIR (runtime::make_drafter)
   int draft_max = 8, draft_depth = -1;
   runtime::SamplingParams sampling;
 };
@@ -116,7 +116,7 @@ int run(const RunArgs& a) {
                {"eos_token_id", model->config().eos_token_id}});
   uint64_t bytes_before = 0;
   std::unique_ptr<runtime::Drafter> drafter =
-      runtime::make_drafter(a.draft, eo.model_dir, model->config().vocab_size, tok.get());
+      runtime::make_drafter(a.draft, *model, eo.model_dir, tok.get());
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;

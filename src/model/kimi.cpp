@@ -29,6 +29,16 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
   const int64_t T = int64_t(tokens.size()), H = c.hidden_size;
   if (T == 0) fail("forward pass with no tokens");
   if (!experts_ && c.num_experts > 0) fail("no expert source: load with resident experts or set a provider");
+  const int64_t captured = opt.capture ? int64_t(opt.capture->layers.size()) : 0;
+  if (opt.capture) {
+    capture_slot_.assign(size_t(c.num_layers), -1);
+    for (int64_t i = 0; i < captured; ++i) {
+      const int64_t l = opt.capture->layers[size_t(i)];
+      if (l < 0 || l >= c.num_layers)
+        fail("hidden-row capture names layer ", l, ", outside the target's layers 0..", c.num_layers - 1);
+      capture_slot_[size_t(l)] = int(i);
+    }
+  }
   const int64_t base = st.length_;
   st.reserve(base + T);
   if (opt.record) {
@@ -106,6 +116,10 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
       for (int64_t i = 0; i < T * H; ++i) h[i] = prefix[i] + mlp_out[i];
     } else {
       for (int64_t i = 0; i < T * H; ++i) h[i] += mlp_out[i];
+    }
+    if (captured > 0 && capture_slot_[size_t(l)] >= 0) {
+      float* dst = opt.capture->rows + capture_slot_[size_t(l)] * H;
+      for (int64_t t = 0; t < T; ++t) std::copy(h + t * H, h + (t + 1) * H, dst + t * captured * H);
     }
   }
 

@@ -15,6 +15,7 @@
 #include "model/layers.h"
 #include "model/pass_options.h"
 #include "model/state.h"
+#include "model/weight_load.h"
 #include "store/resident_experts.h"
 
 namespace sluice::model {
@@ -49,6 +50,11 @@ class KimiModel {
 
   const ModelCounters& counters() const { return counters_; }
 
+  // The embedding rows of `tokens` into h [T, hidden] (throws for an id outside the vocabulary)
+  // and the lm_head: a draft model that shares them (DSpark) uses these.
+  void embed(std::span<const int32_t> tokens, float* h) const { embed_tokens(weights_.embed, tokens, h); }
+  const Weight& lm_head() const { return weights_.lm_head; }
+
   // Scratch bytes one row of a pass needs (activations, anchors, per-row expert outputs, the
   // KDA record of a verify pass): a prefill chunk is sized from a memory budget with it.
   int64_t pass_bytes_per_row(bool record) const;
@@ -73,6 +79,7 @@ class KimiModel {
   FloatBuffer predict_in_;
   FloatBuffer h_, prefix_, attn_in_, normed_, attn_out_, mlp_in_, mlp_out_, final_;
   std::vector<FloatBuffer> anchors_;
+  std::vector<int> capture_slot_;  // per layer: its slot in the HiddenCapture rows, or -1
 };
 
 }  // namespace sluice::model

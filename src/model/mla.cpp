@@ -6,35 +6,9 @@
 
 #include "core/thread_pool.h"
 #include "model/layers.h"
+#include "model/weight_rows.h"
 
 namespace sluice::model {
-namespace {
-
-// Row r of a BF16 or F32 matrix, widened.
-inline float elem(const Weight& w, int64_t r, int64_t col) {
-  if (w.type == kernels::WeightType::BF16)
-    return bf16_to_f32(static_cast<const uint16_t*>(w.data)[r * w.cols + col]);
-  return static_cast<const float*>(w.data)[r * w.cols + col];
-}
-
-// y += a · W[r, :]
-inline void axpy_row(float a, const Weight& w, int64_t r, float* y) {
-  if (w.type == kernels::WeightType::BF16) {
-    const uint16_t* row = static_cast<const uint16_t*>(w.data) + r * w.cols;
-    for (int64_t i = 0; i < w.cols; ++i) y[i] += a * bf16_to_f32(row[i]);
-  } else {
-    const float* row = static_cast<const float*>(w.data) + r * w.cols;
-    for (int64_t i = 0; i < w.cols; ++i) y[i] += a * row[i];
-  }
-}
-
-inline float dot_row(const Weight& w, int64_t r, const float* x) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < w.cols; ++i) acc += elem(w, r, i) * x[i];
-  return acc;
-}
-
-}  // namespace
 
 void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, int64_t base, const float* x, int64_t T,
                  MlaScratch& s, float* out) {
@@ -75,7 +49,7 @@ void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, in
       for (int64_t t = 0; t < T; ++t) {
         const float* qh = q + (t * nh + h) * qk;
         std::fill(qabs, qabs + kvr, 0.0f);
-        for (int64_t i = 0; i < nope; ++i) axpy_row(qh[i], w.kv_b, k_row0 + i, qabs);
+        for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], w.kv_b, k_row0 + i, qabs);
         const int64_t n = base + t + 1;  // causal: this row sees positions 0..base+t
         for (int64_t p = 0; p < n; ++p) {
           float a = kernels::dot(qabs, lat + p * kvr, kvr);
@@ -86,7 +60,7 @@ void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, in
         std::fill(ctx, ctx + kvr, 0.0f);
         for (int64_t p = 0; p < n; ++p) kernels::axpy(sc[p], lat + p * kvr, ctx, kvr);
         float* ah = attn + (t * nh + h) * vd;
-        for (int64_t j = 0; j < vd; ++j) ah[j] = dot_row(w.kv_b, v_row0 + j, ctx);
+        for (int64_t j = 0; j < vd; ++j) ah[j] = weight_dot_row(w.kv_b, v_row0 + j, ctx);
       }
     }
   });

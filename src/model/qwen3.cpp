@@ -127,6 +127,7 @@ void Qwen3Model::forward(Qwen3State& st, std::span<const int32_t> tokens, const 
   const format::Qwen3Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), H = c.hidden_size, I = c.intermediate_size;
   if (T == 0) fail("forward pass with no tokens");
+  if (opt.capture) fail("Qwen3 passes do not hand out hidden rows (PassOptions::capture is for Kimi targets)");
   const int64_t base = st.length_;
   st.reserve(base + T);
 

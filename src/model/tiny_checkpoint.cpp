@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "format/dspark_config.h"
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
+#include "model/dspark.h"
 #include "model/kimi_weights.h"
 
 namespace sluice::model {
@@ -316,6 +318,64 @@ void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir)
   add("model.norm.weight", {H}, true);
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H}, false);
   std::filesystem::create_directories(dir);
+  format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  // config.json last: a directory with a config is a complete checkpoint.
+  format::write_file_atomic(dir + "/config.json", config_text);
+}
+
+std::string tiny_dspark_config_json(const TinyDSparkSpec& s, const format::KimiConfig& t) {
+  std::vector<int64_t> ids = s.target_layer_ids;
+  if (ids.empty()) {
+    // Spread like K3's [2, 23, 47, 71, 89] of 93: the middle of n equal slices of the target.
+    const int64_t n = std::min<int64_t>(3, t.num_layers);
+    for (int64_t i = 0; i < n; ++i) ids.push_back((2 * i + 1) * t.num_layers / (2 * n));
+  }
+  // K3's mask token is 163837 = V - 3; tiny targets use V - 3 as EOS, so take the unused V - 2.
+  const int64_t mask = t.vocab_size - 2;
+  json j = {{"architectures", json::array({"K3DSparkModel"})},
+            {"model_type", "kimi_k3_dspark"},
+            {"dtype", "bfloat16"},
+            {"hidden_size", t.hidden_size},
+            {"num_hidden_layers", s.layers},
+            {"num_attention_heads", s.heads},
+            {"num_key_value_heads", s.heads},
+            {"q_lora_rank", s.q_lora},
+            {"kv_lora_rank", s.kv_lora},
+            {"qk_nope_head_dim", s.nope},
+            {"qk_rope_head_dim", s.rope},
+            {"v_head_dim", s.v_dim},
+            {"intermediate_size", s.inter},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 50000.0},
+            {"rope_scaling",
+             {{"type", "yarn"},
+              {"factor", 32.0},
+              {"original_max_position_embeddings", 32768},
+              {"beta_fast", 32.0},
+              {"beta_slow", 1.0},
+              {"mscale", 1.0},
+              {"mscale_all_dim", 1.0}}},
+            {"max_position_embeddings", 1048576},
+            {"vocab_size", t.vocab_size},
+            {"markov_rank", s.markov_rank},
+            {"markov_head_type", "vanilla"},
+            {"mask_token_id", mask},
+            {"target_layer_ids", ids},
+            {"num_draft_tokens", s.draft_tokens},
+            {"tie_word_embeddings", false}};
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_dspark(const TinyDSparkSpec& spec, const format::KimiConfig& target, const std::string& dir) {
+  const std::string config_text = tiny_dspark_config_json(spec, target);
+  format::DSparkConfig c = format::parse_dspark_config(config_text, "make-tiny DSpark config");
+  for (int64_t id : c.target_layer_ids)
+    if (id >= target.num_layers) fail("make-tiny: DSpark target layer ", id, " is outside the target's ", target.num_layers, " layers");
+  std::filesystem::create_directories(dir);
+  Rng rng{spec.seed};
+  std::vector<format::TensorToWrite> tensors;
+  for (const TensorSpec& t : dspark_roster(c)) tensors.push_back({t.name, t.dtype, t.shape, fill(t, target, rng)});
   format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
   format::write_file_atomic(dir + "/config.json", config_text);

@@ -47,4 +47,19 @@ struct TinyQwen3Spec {
 std::string tiny_qwen3_config_json(const TinyQwen3Spec& spec);
 void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& spec, const std::string& dir);
 
+// A random K3 DSpark drafter for a given target: the target's hidden size and vocabulary, its own
+// small attention and MLP sizes, K3's RoPE/YaRN constants (θ 50000, factor 32 over 32768).
+struct TinyDSparkSpec {
+  uint64_t seed = 2;
+  int64_t layers = 2, heads = 4, q_lora = 32, kv_lora = 32, nope = 16, rope = 8, v_dim = 16, inter = 128;
+  int64_t markov_rank = 16, draft_tokens = 7;
+  std::vector<int64_t> target_layer_ids;  // empty: up to three layers spread over the target
+};
+
+// The config.json text `spec` implies for `target`.
+std::string tiny_dspark_config_json(const TinyDSparkSpec& spec, const format::KimiConfig& target);
+
+// Writes config.json and model.safetensors (the full roster) into `dir`, atomically per file.
+void write_tiny_dspark(const TinyDSparkSpec& spec, const format::KimiConfig& target, const std::string& dir);
+
 }  // namespace sluice::model

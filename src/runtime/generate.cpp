@@ -34,10 +34,27 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
 
   std::vector<float> logits(static_cast<size_t>(V));
   std::vector<float> probs;
+  // A drafter that reads target hidden rows (DSpark) gets those of committed positions only:
+  // every pass captures them, and after a verify pass only the accepted prefix is handed over.
+  const std::vector<int64_t>* hidden_layers = opt.drafter ? opt.drafter->wants_hidden() : nullptr;
+  std::vector<float> hidden_rows;
+  model::HiddenCapture capture;
+  auto with_capture = [&](model::PassOptions po, size_t rows) {
+    if (!hidden_layers) return po;
+    hidden_rows.resize(rows * hidden_layers->size() * size_t(m.config().hidden_size));
+    capture = {*hidden_layers, hidden_rows.data()};
+    po.capture = &capture;
+    return po;
+  };
+  auto hand_over = [&](int64_t first, int64_t n) {
+    if (hidden_layers) opt.drafter->on_committed_rows(hidden_rows.data(), n, first);
+  };
   auto t0 = clock::now();
   for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
     size_t n = std::min(prompt.size() - at, size_t(chunk));
-    m.forward(state, prompt.subspan(at, n), model::PassOptions{}, logits.data());
+    const int64_t first = state.length();
+    m.forward(state, prompt.subspan(at, n), with_capture({}, n), logits.data());
+    hand_over(first, int64_t(n));
   }
   auto choose = [&](const float* row) {
     if (opt.sampling.greedy()) return argmax(row, V);
@@ -98,8 +115,10 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       if (d < 0 || d >= V) fail("drafter '", opt.drafter->name(), "' proposed token ", d, " outside the vocabulary");
 
     const int32_t pending = history.back();
+    const int64_t first = state.length();
     if (drafts.empty()) {
-      m.forward(state, std::span<const int32_t>(&pending, 1), model::PassOptions{}, logits.data());
+      m.forward(state, std::span<const int32_t>(&pending, 1), with_capture({}, 1), logits.data());
+      hand_over(first, 1);
       size_t before = r.generated.size();
       emit(choose(logits.data()));
       step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
@@ -107,7 +126,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       rows.assign(1, pending);
       rows.insert(rows.end(), drafts.begin(), drafts.end());
       rows_logits.resize(rows.size() * size_t(V));
-      m.forward(state, rows, model::PassOptions{.all_logits = true, .record = true}, rows_logits.data());
+      m.forward(state, rows, with_capture({.all_logits = true, .record = true}, rows.size()), rows_logits.data());
       // Row i's logits predict the token after rows[i]; draft i+1 is judged by row i.
       size_t accepted = 0;
       int32_t follow = -1;
@@ -133,6 +152,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       }
       if (follow < 0) follow = choose(rows_logits.data() + drafts.size() * size_t(V));  // all accepted: bonus
       m.commit_prefix(state, int64_t(accepted) + 1);
+      hand_over(first, int64_t(accepted) + 1);
       size_t before = r.generated.size();
       for (size_t i = 0; i < accepted && !done; ++i) emit(drafts[i]);
       if (!done) emit(follow);

@@ -60,7 +60,7 @@ Service::Service(const ServeOptions& options) : opt_(options), admission_(option
   if (tokenizer_->vocab_size() > cfg.vocab_size)
     fail(opt_.engine.model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " ids but the model only ",
          cfg.vocab_size, "; they do not belong together");
-  drafter_ = runtime::make_drafter(opt_.draft, opt_.engine.model_dir, cfg.vocab_size, tokenizer_.get());
+  drafter_ = runtime::make_drafter(opt_.draft, engine_->model(), opt_.engine.model_dir, tokenizer_.get());
   state_ = std::make_unique<model::SequenceState>(engine_->model().new_state());
   std::filesystem::path dir = std::filesystem::path(opt_.engine.model_dir).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "models/k3/" names "k3"

@@ -182,5 +182,31 @@ TEST_F(ServeTiny, ChatStreamMatchesJsonAndContinuationIsReused) {
   EXPECT_GT(two["usage"]["prompt_tokens"].get<int64_t>(), one["usage"]["prompt_tokens"].get<int64_t>());
 }
 
+TEST_F(ServeTiny, DSparkDraftingGivesTheSameRepliesOnReusedAndResetStates) {
+  testing::TempDir ds("serve-dspark");
+  model::write_tiny_dspark({}, format::load_kimi_config(dir_->str()), ds.str());
+  auto replies = [&](const std::string& draft) {
+    ServeOptions o;
+    o.engine.model_dir = dir_->str();
+    o.model_id = "tiny";
+    o.draft = draft;
+    Service s(o);
+    std::vector<Json> out;
+    // One token leaves the prompt as the tape, so the extension reuses the state (the drafter's
+    // cache continues from it); "Unrelated" resets both.
+    for (auto [prompt, n] : {std::pair{"The quick brown fox", 1}, {"The quick brown fox jumps over", 8},
+                             {"Unrelated", 2}, {"The quick brown fox jumps over", 8}})
+      out.push_back(s.run(s.prepare_completion(completion(prompt, n)), {}, [] { return false; }));
+    return out;
+  };
+  auto off = replies("off"), on = replies("dspark:" + ds.str());
+  ASSERT_EQ(on.size(), off.size());
+  EXPECT_EQ(on[1]["usage"]["prompt_tokens_details"]["cached_tokens"], 19);
+  for (size_t i = 0; i < on.size(); ++i) {
+    EXPECT_EQ(on[i]["choices"][0]["text"], off[i]["choices"][0]["text"]) << "request " << i;
+    EXPECT_EQ(on[i]["usage"], off[i]["usage"]) << "request " << i;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::serve

@@ -200,7 +200,7 @@ class TextDraftEquality : public ::testing::Test {
 TEST_F(TextDraftEquality, RandomQwen3DraftChangesNothing) {
   testing::TempDir dir("text-draft");
   testing::write_text_draft(dir / "qwen3");
-  auto drafter = runtime::make_drafter("model:" + (dir / "qwen3"), testing::kDefaultTarget, 4352, tok_.get());
+  auto drafter = runtime::make_drafter("model:" + (dir / "qwen3"), *target_, testing::kDefaultTarget, tok_.get());
   ASSERT_STREQ(drafter->name(), "text");
   expect_same_tokens(*drafter, {1, 5, 17}, {-1, 1, 3, 8});
   EXPECT_GT(static_cast<runtime::TextDrafter&>(*drafter).counters().proposed, 0);
@@ -212,7 +212,7 @@ TEST_F(TextDraftEquality, KimiDraftWithItsOwnTokenizerDraftsThroughText) {
   s.vocab = testing::draft_tokenizer()->vocab_size() + 8;
   model::write_tiny_checkpoint(s, dir / "kimi");
   format::write_file_atomic(dir / "kimi/tokenizer.json", testing::draft_tokenizer_json());
-  auto drafter = runtime::make_drafter("model:" + (dir / "kimi"), testing::kDefaultTarget, 4352, tok_.get());
+  auto drafter = runtime::make_drafter("model:" + (dir / "kimi"), *target_, testing::kDefaultTarget, tok_.get());
   ASSERT_STREQ(drafter->name(), "text");
   expect_same_tokens(*drafter, {9}, {-1, 3});
 }
@@ -247,7 +247,7 @@ TEST_F(TextDraftEquality, DraftThatKnowsTheTextIsAcceptedAndChangesNothing) {
 TEST_F(TextDraftEquality, TrainedQwen3DraftChangesNothing) {
   const std::string dir = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft-qwen3";
   if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " not present yet";
-  auto drafter = runtime::make_drafter("model:" + dir, testing::kDefaultTarget, 4352, tok_.get());
+  auto drafter = runtime::make_drafter("model:" + dir, *target_, testing::kDefaultTarget, tok_.get());
   ASSERT_STREQ(drafter->name(), "text");
   int64_t proposed = 0, accepted = 0;
   for (const auto& prompt : prompts_) {
@@ -265,20 +265,24 @@ TEST_F(TextDraftEquality, TrainedQwen3DraftChangesNothing) {
 }
 
 TEST(MakeDrafter, PicksTheDrafterFromTheSpecAndDirectory) {
+  auto target = model::KimiModel::load(testing::kDefaultTarget);
   auto target_tok = tokenizer::load_tokenizer(testing::kDefaultTarget);
+  auto make = [&](const std::string& spec, const tokenizer::Tokenizer* tok) {
+    return runtime::make_drafter(spec, *target, testing::kDefaultTarget, tok);
+  };
   auto error_of = [&](const std::string& spec, const tokenizer::Tokenizer* tok) -> std::string {
     try {
-      runtime::make_drafter(spec, testing::kDefaultTarget, 4352, tok);
+      make(spec, tok);
     } catch (const Error& e) {
       return e.what();
     }
     return "";
   };
-  EXPECT_EQ(runtime::make_drafter("off", testing::kDefaultTarget, 4352, target_tok.get()), nullptr);
-  EXPECT_STREQ(runtime::make_drafter("ngram", testing::kDefaultTarget, 4352, nullptr)->name(), "ngram");
+  EXPECT_EQ(make("off", target_tok.get()), nullptr);
+  EXPECT_STREQ(make("ngram", nullptr)->name(), "ngram");
   const std::string same = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft";
-  EXPECT_STREQ(runtime::make_drafter("model:" + same, testing::kDefaultTarget, 4352, target_tok.get())->name(), "model");
-  EXPECT_STREQ(runtime::make_drafter("model:" + same, testing::kDefaultTarget, 4352, nullptr)->name(), "model");
+  EXPECT_STREQ(make("model:" + same, target_tok.get())->name(), "model");
+  EXPECT_STREQ(make("model:" + same, nullptr)->name(), "model");
   testing::TempDir dir("make-drafter");
   testing::write_text_draft(dir / "q");
   EXPECT_NE(error_of("model:" + (dir / "q"), nullptr).find("has no tokenizer"), std::string::npos);
@@ -287,7 +291,7 @@ TEST(MakeDrafter, PicksTheDrafterFromTheSpecAndDirectory) {
   format::write_file_atomic(dir / "q/config.json", R"({"model_type": "llama"})");
   EXPECT_NE(error_of("model:" + (dir / "q"), target_tok.get()).find("model_type 'llama' is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of("bogus", target_tok.get()).find("'bogus' is not off, ngram or model:DIR"), std::string::npos);
+  EXPECT_NE(error_of("bogus", target_tok.get()).find("'bogus' is not off, ngram, model:DIR or dspark:DIR"), std::string::npos);
   EXPECT_NE(error_of("model:", target_tok.get()).find("needs a directory"), std::string::npos);
 }
 

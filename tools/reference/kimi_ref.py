@@ -392,14 +392,19 @@ class KimiLinearRef:
         act = lambda g, u: silu(g) * u
         return routed_experts(x, idx, w, m["experts"], act) + gated_mlp(x, *m["shared"], act=act)
 
-    def forward(self, ids):
+    def forward(self, ids, capture=None):
+        """Logits [T, V]; with `capture` (zero-based layer ids) also the residual stream after each
+        listed layer, [T, len(capture) * D] concatenated in list order (see _captured)."""
         ids = torch.as_tensor(ids, dtype=torch.long)
         h = self.embed[ids]
+        rows = {}
         for l, lay in enumerate(self.layers):
             x = rms_norm(h, lay["in_norm"], self.eps)
             h = h + (self.kda_layer(l, x) if "kda" in lay else self.mla_layer(l, x))
             h = h + self.mlp_layer(l, rms_norm(h, lay["post_norm"], self.eps))
-        return linear(rms_norm(h, self.norm, self.eps), self.lm_head)
+            rows[l] = h
+        logits = linear(rms_norm(h, self.norm, self.eps), self.lm_head)
+        return logits if capture is None else (logits, _captured(rows, capture, self.L))
 
     def greedy(self, ids, n):
         return greedy(self, ids, n)
@@ -551,10 +556,14 @@ class KimiK3Ref:
             r = rms_norm(r, m["norm"], self.eps)
         return linear(r, m["up"]) + gated_mlp(x, *m["shared"], act=self.act)
 
-    def forward(self, ids):
+    def forward(self, ids, capture=None):
+        """Logits [T, V]; with `capture` (zero-based layer ids) also each listed layer's output
+        `hidden` (step 8 of spec §2.3: the running block partial prefix + mlp_out), [T, len(capture) * D]
+        concatenated in list order (the DSpark drafter's context, spec §5.2)."""
         ids = torch.as_tensor(ids, dtype=torch.long)
         hidden = self.embed[ids]
         anchors = []
+        rows = {}
         for l, lay in enumerate(self.layers):
             a_in = hidden if not anchors else self.attn_res(anchors + [hidden], *lay["attn_res"])
             if l % self.block == 0:
@@ -567,8 +576,10 @@ class KimiK3Ref:
             prefix = prefix_before + attn_out
             m_in = self.attn_res(anchors + [prefix], *lay["mlp_res"])
             hidden = prefix + self.mlp_layer(l, rms_norm(m_in, lay["post_norm"], self.eps))
+            rows[l] = hidden
         mix = self.attn_res(anchors + [hidden], *self.out_res)
-        return linear(rms_norm(mix, self.norm, self.eps), self.lm_head)
+        logits = linear(rms_norm(mix, self.norm, self.eps), self.lm_head)
+        return logits if capture is None else (logits, _captured(rows, capture, self.L))
 
     def greedy(self, ids, n):
         return greedy(self, ids, n)
@@ -577,6 +588,14 @@ class KimiK3Ref:
 # ---------------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------------
+
+
+def _captured(rows, layer_ids, num_layers):
+    """Concatenation of the captured per-layer rows in the order of layer_ids."""
+    for l in layer_ids:
+        if not 0 <= l < num_layers:
+            raise ValueError(f"capture names layer {l}, outside 0..{num_layers - 1}")
+    return torch.cat([rows[l] for l in layer_ids], dim=-1)
 
 
 @torch.no_grad()

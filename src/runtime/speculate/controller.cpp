@@ -77,8 +77,13 @@ int DraftController::next_depth() {
     decision_ = buf;
     return std::min(o_.probe_depth, o_.max_depth);
   }
-  if (n_[1] == 0 || o_.max_depth == 0) {  // measure target-only speed first
+  if (n_[1] < 2 || o_.max_depth == 0) {  // measure target-only speed first
     decision_ = "depth 0 (measuring the target-only step)";
+    return 0;
+  }
+  if (since_single_ >= std::min(refresh_gap_, o_.refresh_every)) {
+    refresh_gap_ = std::min(2 * refresh_gap_, o_.refresh_every);
+    decision_ = "depth 0 (refreshing the target-only time)";
     return 0;
   }
   int best = 0;
@@ -111,8 +116,18 @@ int DraftController::next_depth() {
 
 void DraftController::record(const StepCost& s) {
   const int width = std::clamp(s.width, 1, int(t_.size()) - 1);
+  const bool refresh = width == 1 && since_single_ > 0;
+  since_single_ = width == 1 ? 0 : since_single_ + 1;
+  if (!warm_) {  // the first step pays for cold caches: its time says nothing about the next ones
+    warm_ = true;
+    return;
+  }
   const bool first = n_[size_t(width)] == 0;
-  ewma(t_[size_t(width)], s.seconds, first);
+  double& t = t_[size_t(width)];
+  if (refresh)
+    t = 0.25 * t + 0.75 * s.seconds;
+  else
+    ewma(t, s.seconds, first);
   if (s.union_experts > 0) {
     ewma(u_[size_t(width)], double(s.union_experts), first);
     ewma(miss_rate_, double(s.missed_experts) / double(s.union_experts), !have_miss_rate_);
@@ -126,8 +141,8 @@ void DraftController::record(const StepCost& s) {
     // The rate is a ratio of (decayed) sums, not a mean of per-step ratios: k/(k+1) per step
     // is biased low when the number of accepted drafts k is geometric.
     const int trials = std::min(s.proposed, s.accepted + 1);
-    judged_ = 0.8 * judged_ + trials;
-    passed_ = 0.8 * passed_ + s.accepted;
+    judged_ = 0.9 * judged_ + trials;
+    passed_ = 0.9 * passed_ + s.accepted;
     accept_ = passed_ / judged_;
   }
 }

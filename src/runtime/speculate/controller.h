@@ -10,6 +10,10 @@
 //    and compute grows by c per row (measured, else a quarter of a one-row pass's compute).
 // Drafting is switched off when target-only steps are faster, and probed again after a pause
 // that doubles after every probe that does not pay (so a hostile stretch costs almost nothing).
+// The target-only time it compares against is measured, not remembered: the first (cold) step is
+// not timed, two target-only steps come before any drafting, and while drafting one step in
+// refresh_every runs target-only (weighted more, being rarer; more often early in a run, when
+// the cache is still warming and the baseline moves most).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +26,7 @@ struct ControllerOptions {
   int probe_every = 32;   // steps without drafting before the first probe (doubles per failed probe)
   int probe_every_max = 512;
   int probe_depth = 2;
+  int refresh_every = 16;  // while drafting, one target-only step per this many keeps its time current
 };
 
 // What one step cost, as the loop measured it.
@@ -61,6 +66,9 @@ class DraftController {
   double miss_rate_ = 0;             // EWMA of missed / union experts (cache state)
   double expert_bytes_ = 0, bandwidth_ = 0;
   int off_steps_ = 0, probe_every_ = 0;
+  int since_single_ = 0;    // drafted steps since the last target-only one
+  int refresh_gap_ = 4;     // drafted steps before the next refresh: 4, 8, ... up to refresh_every
+  bool warm_ = false;       // the first step (cold caches, page faults) is not timed
   bool off_ = false, probing_ = false, have_miss_rate_ = false;
   std::string decision_;
 };

@@ -23,6 +23,14 @@ class Drafter {
   // work, and counting it would make the first drafted step after a pause look slow to the
   // controller, which would then keep a good drafter off.
   virtual void catch_up(std::span<const int32_t> /*history*/) {}
+
+  // A drafter conditioned on the target's hidden rows (DSpark) names the zero-based target layers
+  // whose output rows it needs; the generation loop then captures them in every pass and hands
+  // over the rows of committed positions only. nullptr: none wanted (no capture, no cost).
+  virtual const std::vector<int64_t>* wants_hidden() const { return nullptr; }
+  // Rows [n, layers · hidden] of target positions first..first+n-1, just committed. `first` is
+  // below what the drafter has seen when the target state was reset or rolled back.
+  virtual void on_committed_rows(const float* /*rows*/, int64_t /*n*/, int64_t /*first*/) {}
 };
 
 // Prompt lookup: finds the longest recent earlier occurrence (n = max_n..min_n tokens) of the

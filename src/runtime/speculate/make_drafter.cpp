@@ -6,6 +6,7 @@
 #include "model/kimi.h"
 #include "model/qwen3.h"
 #include "runtime/speculate/draft_lm.h"
+#include "runtime/speculate/dspark_drafter.h"
 #include "runtime/speculate/model_drafter.h"
 #include "runtime/speculate/text_drafter.h"
 
@@ -27,15 +28,17 @@ std::unique_ptr<Drafter> text_drafter(std::unique_ptr<DraftLm> lm, std::unique_p
 }  // namespace
 
 const char* const kDraftHelp =
-    "Drafter: off, ngram (prompt lookup) or model:DIR: a kimi_k3/kimi_linear draft with the target's "
-    "tokenizer proposes ids directly; a qwen3 draft (or any with its own tokenizer) drafts through "
-    "text. The target verifies every drafted token: greedy output is that of --draft off, and sampling keeps "
-    "the target's distribution";
+    "Drafter: off, ngram (prompt lookup), model:DIR or dspark:DIR. model:DIR: a kimi_k3/kimi_linear draft "
+    "with the target's tokenizer proposes ids directly; a qwen3 draft (or any with its own tokenizer) drafts "
+    "through text. dspark:DIR: a K3 DSpark block drafter fed the target's hidden rows. The target verifies "
+    "every drafted token: greedy output is that of --draft off, and sampling keeps the target's distribution";
 
-std::unique_ptr<Drafter> make_drafter(const std::string& spec, const std::string& target_dir, int64_t target_vocab,
-                                      const tokenizer::Tokenizer* target_tokenizer) {
+std::unique_ptr<Drafter> make_drafter(const std::string& spec, const model::KimiModel& target,
+                                      const std::string& target_dir, const tokenizer::Tokenizer* target_tokenizer) {
+  const int64_t target_vocab = target.config().vocab_size;
   if (spec == "off") return nullptr;
   if (spec == "ngram") return std::make_unique<NgramDrafter>();
+  if (spec.rfind("dspark:", 0) == 0) return DSparkDrafter::load(spec.substr(7), target);
   if (spec.rfind("model:", 0) == 0) {
     const std::string dir = spec.substr(6);
     if (dir.empty()) fail("--draft model:DIR needs a directory");
@@ -53,7 +56,7 @@ std::unique_ptr<Drafter> make_drafter(const std::string& spec, const std::string
     }
     fail("--draft model:", dir, ": model_type '", type, "' is not supported (kimi_k3, kimi_linear or qwen3)");
   }
-  fail("--draft '", spec, "' is not off, ngram or model:DIR");
+  fail("--draft '", spec, "' is not off, ngram, model:DIR or dspark:DIR");
 }
 
 }  // namespace sluice::runtime
