@@ -20,8 +20,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "runtime/speculate/dspark_drafter.h"
-#include "runtime/speculate/model_drafter.h"
+#include "runtime/speculate/make_drafter.h"
 
 namespace sluice::cli {
 namespace {
@@ -40,7 +39,7 @@ struct RunArgs {
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
-  std::string draft = "off";  // off | ngram | model:DIR | dspark:DIR
+  std::string draft = "off";  // off | ngram | model:DIR | dspark:DIR (runtime::make_drafter)
   int draft_max = 8, draft_depth = -1;
   runtime::SamplingParams sampling;
 };
@@ -116,17 +115,8 @@ int run(const RunArgs& a) {
                {"prefetch", eo.prefetch},
                {"eos_token_id", model->config().eos_token_id}});
   uint64_t bytes_before = 0;
-  std::unique_ptr<runtime::Drafter> drafter;
-  if (a.draft == "ngram") {
-    drafter = std::make_unique<runtime::NgramDrafter>();
-  } else if (a.draft.rfind("model:", 0) == 0) {
-    drafter = std::make_unique<runtime::ModelDrafter>(model::KimiModel::load(a.draft.substr(6)),
-                                                      model->config().vocab_size);
-  } else if (a.draft.rfind("dspark:", 0) == 0) {
-    drafter = runtime::DSparkDrafter::load(a.draft.substr(7), *model);
-  } else if (a.draft != "off") {
-    fail("--draft '", a.draft, "' is not off, ngram, model:DIR or dspark:DIR");
-  }
+  std::unique_ptr<runtime::Drafter> drafter =
+      runtime::make_drafter(a.draft, *model, eo.model_dir, tok.get());
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;
@@ -255,11 +245,7 @@ Action register_run(CLI::App& app) {
   sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
   sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
-  sub->add_option("--draft", a->draft,
-                  "Drafter: off, ngram (prompt lookup), model:DIR (a draft model with the same tokenizer) or "
-                  "dspark:DIR (a K3 DSpark block drafter fed the target's hidden rows); the target verifies every "
-                  "drafted token")
-      ->default_val("off");
+  sub->add_option("--draft", a->draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
       ->default_val(8)->check(CLI::Range(0, 64));
   sub->add_option("--draft-depth", a->draft_depth, "Always draft this many (bypasses the controller)")

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "fetch/stream_source.h"
+#include "runtime/speculate/make_drafter.h"
 #include "serve/http_server.h"
 
 namespace sluice::cli {
@@ -23,7 +24,7 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--queue", o->queue, "Requests that may wait while one generates (more get 429)")->default_val(0)->check(CLI::Range(0, 64));
   sub->add_option("--max-request-bytes", o->max_request_bytes, "Largest request body accepted (more get 413)")
       ->default_val(size_t(128) << 20)->check(CLI::Range(size_t(1024), size_t(1) << 34));
-  sub->add_option("--draft", o->draft, "Drafter: off, ngram, model:DIR or dspark:DIR (a K3 DSpark drafter); the target verifies every draft")->default_val("off");
+  sub->add_option("--draft", o->draft, runtime::kDraftHelp)->default_val("off");
   sub->add_flag("--no-state-reuse", *no_reuse, "Always prefill the whole prompt (never continue the last conversation's state)");
   sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")->default_val("auto");
   sub->add_option("--cache-gb", o->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")->default_val(1.0);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/weight_load.h"
 #include "model/weight_rows.h"
 
 namespace sluice::model {
@@ -103,31 +104,31 @@ std::unique_ptr<DSparkModel> DSparkModel::load(const std::string& dir, const Kim
 
   const int64_t H = c.hidden_size, V = c.vocab_size, r = c.markov_rank, nh = c.num_heads;
   DSparkWeights& w = m->weights_;
-  w.context_proj = matrix_tensor(ts, "context_proj.weight", H, c.context_width());
-  w.context_norm = vector_tensor(ts, "context_norm.weight", H);
+  w.context_proj = weight_matrix(ts, "context_proj.weight", H, c.context_width());
+  w.context_norm = float_vector(ts, "context_norm.weight", H);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     DSparkLayerWeights lw;
-    lw.input_norm = vector_tensor(ts, layer_name(i, "input_layernorm.weight"), H);
-    lw.post_norm = vector_tensor(ts, layer_name(i, "post_attention_layernorm.weight"), H);
-    lw.q_a = matrix_tensor(ts, layer_name(i, "self_attn.q_a_proj.weight"), c.q_lora_rank, H);
-    lw.q_a_norm = vector_tensor(ts, layer_name(i, "self_attn.q_a_layernorm.weight"), c.q_lora_rank);
-    lw.q_b = matrix_tensor(ts, layer_name(i, "self_attn.q_b_proj.weight"), nh * c.qk_head_dim(), c.q_lora_rank);
-    lw.kv_a = matrix_tensor(ts, layer_name(i, "self_attn.kv_a_proj_with_mqa.weight"),
+    lw.input_norm = float_vector(ts, layer_name(i, "input_layernorm.weight"), H);
+    lw.post_norm = float_vector(ts, layer_name(i, "post_attention_layernorm.weight"), H);
+    lw.q_a = weight_matrix(ts, layer_name(i, "self_attn.q_a_proj.weight"), c.q_lora_rank, H);
+    lw.q_a_norm = float_vector(ts, layer_name(i, "self_attn.q_a_layernorm.weight"), c.q_lora_rank);
+    lw.q_b = weight_matrix(ts, layer_name(i, "self_attn.q_b_proj.weight"), nh * c.qk_head_dim(), c.q_lora_rank);
+    lw.kv_a = weight_matrix(ts, layer_name(i, "self_attn.kv_a_proj_with_mqa.weight"),
                             c.kv_lora_rank + c.qk_rope_head_dim, H);
-    lw.kv_a_norm = vector_tensor(ts, layer_name(i, "self_attn.kv_a_layernorm.weight"), c.kv_lora_rank);
-    lw.kv_b = matrix_tensor(ts, layer_name(i, "self_attn.kv_b_proj.weight"), nh * (c.qk_nope_head_dim + c.v_head_dim),
+    lw.kv_a_norm = float_vector(ts, layer_name(i, "self_attn.kv_a_layernorm.weight"), c.kv_lora_rank);
+    lw.kv_b = weight_matrix(ts, layer_name(i, "self_attn.kv_b_proj.weight"), nh * (c.qk_nope_head_dim + c.v_head_dim),
                             c.kv_lora_rank);
-    lw.o = matrix_tensor(ts, layer_name(i, "self_attn.o_proj.weight"), H, nh * c.v_head_dim);
-    lw.gate = matrix_tensor(ts, layer_name(i, "mlp.gate_proj.weight"), c.intermediate_size, H);
-    lw.up = matrix_tensor(ts, layer_name(i, "mlp.up_proj.weight"), c.intermediate_size, H);
-    lw.down = matrix_tensor(ts, layer_name(i, "mlp.down_proj.weight"), H, c.intermediate_size);
+    lw.o = weight_matrix(ts, layer_name(i, "self_attn.o_proj.weight"), H, nh * c.v_head_dim);
+    lw.gate = weight_matrix(ts, layer_name(i, "mlp.gate_proj.weight"), c.intermediate_size, H);
+    lw.up = weight_matrix(ts, layer_name(i, "mlp.up_proj.weight"), c.intermediate_size, H);
+    lw.down = weight_matrix(ts, layer_name(i, "mlp.down_proj.weight"), H, c.intermediate_size);
     w.layers.push_back(std::move(lw));
   }
-  w.final_norm = vector_tensor(ts, "final_norm.weight", H);
-  w.markov_w1 = matrix_tensor(ts, "markov_head.markov_w1.weight", V, r);
-  w.markov_w2 = matrix_tensor(ts, "markov_head.markov_w2.weight", V, r);
-  w.confidence_w = vector_tensor(ts, "confidence_head.proj.weight", H + r);
-  w.confidence_b = vector_tensor(ts, "confidence_head.proj.bias", 1)[0];
+  w.final_norm = float_vector(ts, "final_norm.weight", H);
+  w.markov_w1 = weight_matrix(ts, "markov_head.markov_w1.weight", V, r);
+  w.markov_w2 = weight_matrix(ts, "markov_head.markov_w2.weight", V, r);
+  w.confidence_w = float_vector(ts, "confidence_head.proj.weight", H + r);
+  w.confidence_b = float_vector(ts, "confidence_head.proj.bias", 1)[0];
 
   m->target_ = &target;
   m->inv_freq_ = format::dspark_inv_freq(c);

@@ -3,9 +3,9 @@
 #include "model/kimi.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
+#include "model/weight_load.h"
 
 namespace sluice::model {
 
@@ -22,23 +22,6 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir, bool resident
     m->experts_ = m->resident_.get();
   }
   return m;
-}
-
-void KimiModel::embed(std::span<const int32_t> tokens, float* h) const {
-  const int64_t H = config_.hidden_size;
-  const Weight& E = weights_.embed;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    int32_t id = tokens[t];
-    if (id < 0 || id >= config_.vocab_size) fail("token id ", id, " at position ", t, " is outside the vocabulary (0..",
-                                                 config_.vocab_size - 1, ")");
-    float* row = h + int64_t(t) * H;
-    if (E.type == kernels::WeightType::BF16) {
-      const uint16_t* src = static_cast<const uint16_t*>(E.data) + int64_t(id) * H;
-      for (int64_t d = 0; d < H; ++d) row[d] = bf16_to_f32(src[d]);
-    } else {
-      std::memcpy(row, static_cast<const float*>(E.data) + int64_t(id) * H, size_t(H) * 4);
-    }
-  }
 }
 
 void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
@@ -66,7 +49,7 @@ void KimiModel::forward(SequenceState& st, std::span<const int32_t> tokens, cons
   st.record.valid = false;
 
   float* h = h_.resize(size_t(T * H));
-  embed(tokens, h);
+  embed_tokens(weights_.embed, tokens, h);
   float* normed = normed_.resize(size_t(T * H));
   float* attn_out = attn_out_.resize(size_t(T * H));
   float* mlp_out = mlp_out_.resize(size_t(T * H));

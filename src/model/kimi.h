@@ -13,25 +13,12 @@
 #include "format/safetensors.h"
 #include "model/kimi_weights.h"
 #include "model/layers.h"
+#include "model/pass_options.h"
 #include "model/state.h"
+#include "model/weight_load.h"
 #include "store/resident_experts.h"
 
 namespace sluice::model {
-
-// Hidden rows a pass hands out (the DSpark drafter's context, spec §5.2): for every row of the
-// pass, the output of each listed zero-based layer (the AttnRes `hidden` of §2.3 step 8, i.e. the
-// running block partial prefix + mlp_out; the plain residual stream without AttnRes),
-// concatenated in list order.
-struct HiddenCapture {
-  std::span<const int64_t> layers;
-  float* rows = nullptr;  // [T, layers.size() * hidden_size]
-};
-
-struct PassOptions {
-  bool all_logits = false;  // logits for every row; otherwise only for the last row
-  bool record = false;      // keep what commit_prefix needs (draft verification)
-  const HiddenCapture* capture = nullptr;  // optional; nothing is copied when null
-};
 
 // Running totals the model keeps for --stats.
 struct ModelCounters {
@@ -65,7 +52,7 @@ class KimiModel {
 
   // The embedding rows of `tokens` into h [T, hidden] (throws for an id outside the vocabulary)
   // and the lm_head: a draft model that shares them (DSpark) uses these.
-  void embed(std::span<const int32_t> tokens, float* h) const;
+  void embed(std::span<const int32_t> tokens, float* h) const { embed_tokens(weights_.embed, tokens, h); }
   const Weight& lm_head() const { return weights_.lm_head; }
 
   // Scratch bytes one row of a pass needs (activations, anchors, per-row expert outputs, the

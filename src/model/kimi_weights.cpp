@@ -2,9 +2,9 @@
 #include "model/kimi_weights.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
+#include "model/weight_load.h"
 
 namespace sluice::model {
 namespace {
@@ -12,7 +12,6 @@ namespace {
 using format::AttnKind;
 using format::KimiArch;
 using format::MlpKind;
-using format::TensorInfo;
 
 std::string layer_prefix(const KimiConfig& c, int64_t l) { return cat(c.tensor_prefix, "model.layers.", l, "."); }
 
@@ -21,75 +20,7 @@ int64_t a_log_entries(const KimiConfig& c) {
   return c.arch == KimiArch::KimiK3 ? std::max(c.kda_heads, c.kda_head_dim) : c.kda_heads;
 }
 
-const TensorInfo& need(const format::TensorSet& ts, const std::string& name) { return ts.get(name); }
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += cat(i ? ", " : "", s[i]);
-  return out + "]";
-}
-
-Weight matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
-  const TensorInfo& t = need(ts, name);
-  if (t.shape != std::vector<int64_t>{rows, cols})
-    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies [", rows, ", ", cols, "]");
-  Weight w;
-  w.rows = rows;
-  w.cols = cols;
-  w.data = t.data;
-  if (t.dtype == DType::BF16) w.type = kernels::WeightType::BF16;
-  else if (t.dtype == DType::F32) w.type = kernels::WeightType::F32;
-  else fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16 or F32");
-  return w;
-}
-
-std::vector<float> to_floats(const format::TensorSet& ts, const TensorInfo& t) {
-  std::vector<float> out(size_t(t.numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    switch (t.dtype) {
-      case DType::F32: {
-        float f;
-        std::memcpy(&f, t.data + 4 * i, 4);
-        out[i] = f;
-        break;
-      }
-      case DType::BF16: {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = bf16_to_f32(h);
-        break;
-      }
-      case DType::F16: {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = f16_to_f32(h);
-        break;
-      }
-      default:
-        fail(ts.dir(), ": tensor ", t.name, " has dtype ", dtype_name(t.dtype), ", expected F32, BF16 or F16");
-    }
-  }
-  return out;
-}
-
-// A vector-like tensor (norm weights, biases, conv taps): any float dtype, `numel` elements.
-std::vector<float> vec(const format::TensorSet& ts, const std::string& name, int64_t numel) {
-  const TensorInfo& t = need(ts, name);
-  if (t.numel() != numel)
-    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), " (", t.numel(), " elements), config implies ",
-         numel);
-  return to_floats(ts, t);
-}
-
 }  // namespace
-
-Weight matrix_tensor(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
-  return matrix(ts, name, rows, cols);
-}
-
-std::vector<float> vector_tensor(const format::TensorSet& ts, const std::string& name, int64_t numel) {
-  return vec(ts, name, numel);
-}
 
 std::vector<TensorSpec> kimi_roster(const KimiConfig& c) {
   std::vector<TensorSpec> out;
@@ -192,98 +123,98 @@ KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts) 
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const std::string& P = c.tensor_prefix;
   const bool attn_res = c.attn_res_block_size > 0;
-  w.embed = matrix(ts, P + "model.embed_tokens.weight", V, H);
+  w.embed = weight_matrix(ts, P + "model.embed_tokens.weight", V, H);
   if (w.embed.type != kernels::WeightType::BF16 && w.embed.type != kernels::WeightType::F32)
     fail(ts.dir(), ": embedding must be BF16 or F32");
-  w.lm_head = matrix(ts, P + "lm_head.weight", V, H);
-  w.final_norm = vec(ts, P + "model.norm.weight", H);
+  w.lm_head = weight_matrix(ts, P + "lm_head.weight", V, H);
+  w.final_norm = float_vector(ts, P + "model.norm.weight", H);
   if (attn_res) {
-    w.out_res_norm = vec(ts, P + "model.output_attn_res_norm.weight", H);
-    w.out_res_proj = vec(ts, P + "model.output_attn_res_proj.weight", H);
+    w.out_res_norm = float_vector(ts, P + "model.output_attn_res_norm.weight", H);
+    w.out_res_proj = float_vector(ts, P + "model.output_attn_res_proj.weight", H);
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerWeights lw;
     lw.attn_kind = c.attn[size_t(l)];
     lw.mlp_kind = c.mlp[size_t(l)];
     std::string L = layer_prefix(c, l);
-    lw.input_norm = vec(ts, L + "input_layernorm.weight", H);
-    lw.post_norm = vec(ts, L + "post_attention_layernorm.weight", H);
+    lw.input_norm = float_vector(ts, L + "input_layernorm.weight", H);
+    lw.post_norm = float_vector(ts, L + "post_attention_layernorm.weight", H);
     if (attn_res) {
-      lw.attn_res_norm = vec(ts, L + "self_attention_res_norm.weight", H);
-      lw.attn_res_proj = vec(ts, L + "self_attention_res_proj.weight", H);
-      lw.mlp_res_norm = vec(ts, L + "mlp_res_norm.weight", H);
-      lw.mlp_res_proj = vec(ts, L + "mlp_res_proj.weight", H);
+      lw.attn_res_norm = float_vector(ts, L + "self_attention_res_norm.weight", H);
+      lw.attn_res_proj = float_vector(ts, L + "self_attention_res_proj.weight", H);
+      lw.mlp_res_norm = float_vector(ts, L + "mlp_res_norm.weight", H);
+      lw.mlp_res_proj = float_vector(ts, L + "mlp_res_proj.weight", H);
     }
     std::string A = L + "self_attn.";
     if (lw.attn_kind == AttnKind::KDA) {
       KdaWeights& k = lw.kda;
       const int64_t Pk = c.kda_dim(), dk = c.kda_head_dim;
-      k.q = matrix(ts, A + "q_proj.weight", Pk, H);
-      k.k = matrix(ts, A + "k_proj.weight", Pk, H);
-      k.v = matrix(ts, A + "v_proj.weight", Pk, H);
-      k.q_conv = vec(ts, A + "q_conv1d.weight", Pk * c.conv_kernel);
-      k.k_conv = vec(ts, A + "k_conv1d.weight", Pk * c.conv_kernel);
-      k.v_conv = vec(ts, A + "v_conv1d.weight", Pk * c.conv_kernel);
-      k.f_a = matrix(ts, A + "f_a_proj.weight", dk, H);
-      k.f_b = matrix(ts, A + "f_b_proj.weight", Pk, dk);
-      k.dt_bias = vec(ts, A + "dt_bias", Pk);
-      std::vector<float> a_log = vec(ts, A + "A_log", a_log_entries(c));
+      k.q = weight_matrix(ts, A + "q_proj.weight", Pk, H);
+      k.k = weight_matrix(ts, A + "k_proj.weight", Pk, H);
+      k.v = weight_matrix(ts, A + "v_proj.weight", Pk, H);
+      k.q_conv = float_vector(ts, A + "q_conv1d.weight", Pk * c.conv_kernel);
+      k.k_conv = float_vector(ts, A + "k_conv1d.weight", Pk * c.conv_kernel);
+      k.v_conv = float_vector(ts, A + "v_conv1d.weight", Pk * c.conv_kernel);
+      k.f_a = weight_matrix(ts, A + "f_a_proj.weight", dk, H);
+      k.f_b = weight_matrix(ts, A + "f_b_proj.weight", Pk, dk);
+      k.dt_bias = float_vector(ts, A + "dt_bias", Pk);
+      std::vector<float> a_log = float_vector(ts, A + "A_log", a_log_entries(c));
       for (size_t i = size_t(c.kda_heads); i < a_log.size(); ++i)
         if (a_log[i] != 0.0f)
           fail(ts.dir(), ": tensor ", A, "A_log entry ", i, " is ", a_log[i], "; A_log holds one value per head (",
                c.kda_heads, ") and its padding must be zero");
       a_log.resize(size_t(c.kda_heads));
       k.a_log = std::move(a_log);
-      k.b = matrix(ts, A + "b_proj.weight", c.kda_heads, H);
+      k.b = weight_matrix(ts, A + "b_proj.weight", c.kda_heads, H);
       if (c.kda_full_rank_gate) {
-        k.g = matrix(ts, A + "g_proj.weight", Pk, H);
+        k.g = weight_matrix(ts, A + "g_proj.weight", Pk, H);
       } else {
-        k.g_a = matrix(ts, A + "g_a_proj.weight", dk, H);
-        k.g_b = matrix(ts, A + "g_b_proj.weight", Pk, dk);
+        k.g_a = weight_matrix(ts, A + "g_a_proj.weight", dk, H);
+        k.g_b = weight_matrix(ts, A + "g_b_proj.weight", Pk, dk);
       }
-      k.o_norm = vec(ts, A + "o_norm.weight", dk);
-      k.o = matrix(ts, A + "o_proj.weight", H, Pk);
+      k.o_norm = float_vector(ts, A + "o_norm.weight", dk);
+      k.o = weight_matrix(ts, A + "o_proj.weight", H, Pk);
     } else {
       MlaWeights& m = lw.mla;
       const int64_t nh = c.num_heads;
       if (c.q_lora_rank > 0) {
-        m.q_a = matrix(ts, A + "q_a_proj.weight", c.q_lora_rank, H);
-        m.q_a_norm = vec(ts, A + "q_a_layernorm.weight", c.q_lora_rank);
-        m.q_b = matrix(ts, A + "q_b_proj.weight", nh * c.qk_head_dim(), c.q_lora_rank);
+        m.q_a = weight_matrix(ts, A + "q_a_proj.weight", c.q_lora_rank, H);
+        m.q_a_norm = float_vector(ts, A + "q_a_layernorm.weight", c.q_lora_rank);
+        m.q_b = weight_matrix(ts, A + "q_b_proj.weight", nh * c.qk_head_dim(), c.q_lora_rank);
       } else {
-        m.q = matrix(ts, A + "q_proj.weight", nh * c.qk_head_dim(), H);
+        m.q = weight_matrix(ts, A + "q_proj.weight", nh * c.qk_head_dim(), H);
       }
-      m.kv_a = matrix(ts, A + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, H);
-      m.kv_a_norm = vec(ts, A + "kv_a_layernorm.weight", c.kv_lora_rank);
-      m.kv_b = matrix(ts, A + "kv_b_proj.weight", nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+      m.kv_a = weight_matrix(ts, A + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, H);
+      m.kv_a_norm = float_vector(ts, A + "kv_a_layernorm.weight", c.kv_lora_rank);
+      m.kv_b = weight_matrix(ts, A + "kv_b_proj.weight", nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
       if (m.kv_b.type != kernels::WeightType::BF16 && m.kv_b.type != kernels::WeightType::F32)
         fail(ts.dir(), ": kv_b_proj must be BF16 or F32");
-      if (c.mla_output_gate) m.g = matrix(ts, A + "g_proj.weight", nh * c.v_head_dim, H);
-      m.o = matrix(ts, A + "o_proj.weight", H, nh * c.v_head_dim);
+      if (c.mla_output_gate) m.g = weight_matrix(ts, A + "g_proj.weight", nh * c.v_head_dim, H);
+      m.o = weight_matrix(ts, A + "o_proj.weight", H, nh * c.v_head_dim);
     }
     if (lw.mlp_kind == MlpKind::Dense) {
       // transformers 5 saves the dense MLP under block_sparse_moe. too (it renames every .mlp.).
       std::string D = ts.find(L + "mlp.gate_proj.weight") ? L + "mlp." : L + "block_sparse_moe.";
-      lw.dense.gate = matrix(ts, D + "gate_proj.weight", c.intermediate_size, H);
-      lw.dense.up = matrix(ts, D + "up_proj.weight", c.intermediate_size, H);
-      lw.dense.down = matrix(ts, D + "down_proj.weight", H, c.intermediate_size);
+      lw.dense.gate = weight_matrix(ts, D + "gate_proj.weight", c.intermediate_size, H);
+      lw.dense.up = weight_matrix(ts, D + "up_proj.weight", c.intermediate_size, H);
+      lw.dense.down = weight_matrix(ts, D + "down_proj.weight", H, c.intermediate_size);
     } else {
       MoeWeights& m = lw.moe;
       std::string M = L + "block_sparse_moe.";
-      m.router = matrix(ts, M + "gate.weight", c.num_experts, H);
-      m.correction_bias = vec(ts, M + "gate.e_score_correction_bias", c.num_experts);
+      m.router = weight_matrix(ts, M + "gate.weight", c.num_experts, H);
+      m.correction_bias = float_vector(ts, M + "gate.e_score_correction_bias", c.num_experts);
       const int64_t R = c.expert_input_size(), I = c.moe_intermediate_size;
       if (c.routed_expert_hidden_size > 0) {
-        m.latent_down = matrix(ts, M + "routed_expert_down_proj.weight", R, H);
-        m.latent_up = matrix(ts, M + "routed_expert_up_proj.weight", H, R);
-        if (c.latent_moe_norm) m.latent_norm = vec(ts, M + "routed_expert_norm.weight", R);
+        m.latent_down = weight_matrix(ts, M + "routed_expert_down_proj.weight", R, H);
+        m.latent_up = weight_matrix(ts, M + "routed_expert_up_proj.weight", H, R);
+        if (c.latent_moe_norm) m.latent_norm = float_vector(ts, M + "routed_expert_norm.weight", R);
       }
       if (c.num_shared_experts > 0) {
         const int64_t S = c.num_shared_experts * I;
         m.has_shared = true;
-        m.shared.gate = matrix(ts, M + "shared_experts.gate_proj.weight", S, H);
-        m.shared.up = matrix(ts, M + "shared_experts.up_proj.weight", S, H);
-        m.shared.down = matrix(ts, M + "shared_experts.down_proj.weight", H, S);
+        m.shared.gate = weight_matrix(ts, M + "shared_experts.gate_proj.weight", S, H);
+        m.shared.up = weight_matrix(ts, M + "shared_experts.up_proj.weight", S, H);
+        m.shared.down = weight_matrix(ts, M + "shared_experts.down_proj.weight", H, S);
       }
     }
     w.layers.push_back(std::move(lw));

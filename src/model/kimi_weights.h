@@ -68,12 +68,6 @@ struct KimiWeights {
   std::vector<LayerWeights> layers;
 };
 
-// A checkpoint tensor checked against the shape a config implies: a [rows, cols] BF16 or F32
-// matrix viewed in place, or any float tensor of `numel` elements widened to fp32. Throw naming
-// the directory and tensor.
-Weight matrix_tensor(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
-std::vector<float> vector_tensor(const format::TensorSet& ts, const std::string& name, int64_t numel);
-
 // Checks every roster tensor (present, dtype, shape, MXFP4 scale bytes in 1..254) and builds
 // views into the mapped checkpoint. Throws naming the directory and tensor.
 KimiWeights load_kimi_weights(const KimiConfig& c, const format::TensorSet& ts);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "format/dspark_config.h"
+#include "format/qwen3_config.h"
 #include "format/safetensors.h"
 #include "model/dspark.h"
 #include "model/kimi_weights.h"
@@ -257,6 +258,67 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
   }
   json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
   format::write_file_atomic(dir + "/generation_config.json", gen.dump(2) + "\n");
+  // config.json last: a directory with a config is a complete checkpoint.
+  format::write_file_atomic(dir + "/config.json", config_text);
+}
+
+std::string tiny_qwen3_config_json(const TinyQwen3Spec& s) {
+  json j = {{"model_type", "qwen3"},
+            {"architectures", json::array({"Qwen3ForCausalLM"})},
+            {"dtype", "bfloat16"},
+            {"vocab_size", s.vocab},
+            {"hidden_size", s.hidden},
+            {"intermediate_size", s.intermediate},
+            {"num_hidden_layers", s.layers},
+            {"num_attention_heads", s.heads},
+            {"num_key_value_heads", s.kv_heads},
+            {"head_dim", s.head_dim},
+            {"hidden_act", "silu"},
+            {"max_position_embeddings", 4096},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", s.rope_theta},
+            {"rope_scaling", nullptr},
+            {"attention_bias", false},
+            {"use_sliding_window", false},
+            {"tie_word_embeddings", s.tied},
+            {"bos_token_id", s.bos >= 0 ? s.bos : s.vocab - 2},
+            {"eos_token_id", s.eos >= 0 ? s.eos : s.vocab - 1}};
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir) {
+  const std::string config_text = tiny_qwen3_config_json(s);
+  const format::Qwen3Config c = format::parse_qwen3_config(config_text, "tiny qwen3 config");
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  Rng rng{s.seed};
+  std::vector<format::TensorToWrite> tensors;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<std::byte> bytes(static_cast<size_t>(n * 2));
+    const double sd = name.find("embed_tokens") != std::string::npos ? 1.0 : 1.0 / std::sqrt(double(shape.back()));
+    for (int64_t i = 0; i < n; ++i) put(bytes, DType::BF16, size_t(i), norm ? 1.0 + 0.1 * rng.normal() : sd * rng.normal());
+    tensors.push_back(format::TensorToWrite{name, DType::BF16, std::move(shape), std::move(bytes)});
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, H}, false);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string L = cat("model.layers.", l, ".");
+    add(L + "input_layernorm.weight", {H}, true);
+    add(L + "self_attn.q_proj.weight", {c.q_dim(), H}, false);
+    add(L + "self_attn.k_proj.weight", {c.kv_dim(), H}, false);
+    add(L + "self_attn.v_proj.weight", {c.kv_dim(), H}, false);
+    add(L + "self_attn.o_proj.weight", {H, c.q_dim()}, false);
+    add(L + "self_attn.q_norm.weight", {D}, true);
+    add(L + "self_attn.k_norm.weight", {D}, true);
+    add(L + "post_attention_layernorm.weight", {H}, true);
+    add(L + "mlp.gate_proj.weight", {I, H}, false);
+    add(L + "mlp.up_proj.weight", {I, H}, false);
+    add(L + "mlp.down_proj.weight", {H, I}, false);
+  }
+  add("model.norm.weight", {H}, true);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H}, false);
+  std::filesystem::create_directories(dir);
+  format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
   format::write_file_atomic(dir + "/config.json", config_text);
 }

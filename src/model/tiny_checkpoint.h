@@ -1,5 +1,6 @@
 // Writes small random checkpoints in the real on-disk formats (config.json, safetensors shards
-// with the real tensor names and dtypes, MXFP4 experts for K3) for tests, fixtures and demos.
+// with the real tensor names and dtypes, MXFP4 experts for K3; Qwen3 dense as transformers saves
+// it) for tests, fixtures and demos.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,6 +33,19 @@ std::string tiny_config_json(const TinySpec& spec);
 // atomically. `progress` (optional) is called with (bytes written, total bytes).
 void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
                            void (*progress)(int64_t done, int64_t total) = nullptr);
+
+// A tiny Qwen3 dense model (transformers' Qwen3ForCausalLM layout, BF16, one safetensors file).
+struct TinyQwen3Spec {
+  uint64_t seed = 1;
+  int64_t vocab = 384, hidden = 64, intermediate = 96, layers = 3;
+  int64_t heads = 4, kv_heads = 2, head_dim = 16;
+  double rope_theta = 10000.0;
+  bool tied = false;  // tie_word_embeddings: no lm_head.weight is written
+  int32_t bos = -1, eos = -1;  // -1: vocab - 2 and vocab - 1
+};
+
+std::string tiny_qwen3_config_json(const TinyQwen3Spec& spec);
+void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& spec, const std::string& dir);
 
 // A random K3 DSpark drafter for a given target: the target's hidden size and vocabulary, its own
 // small attention and MLP sizes, K3's RoPE/YaRN constants (θ 50000, factor 32 over 32768).

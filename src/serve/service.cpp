@@ -7,8 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/generate.h"
-#include "runtime/speculate/dspark_drafter.h"
-#include "runtime/speculate/model_drafter.h"
+#include "runtime/speculate/make_drafter.h"
 #include "serve/conversation.h"
 #include "serve/sse.h"
 #include "serve/stop_matcher.h"
@@ -61,15 +60,7 @@ Service::Service(const ServeOptions& options) : opt_(options), admission_(option
   if (tokenizer_->vocab_size() > cfg.vocab_size)
     fail(opt_.engine.model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " ids but the model only ",
          cfg.vocab_size, "; they do not belong together");
-  if (opt_.draft == "ngram") {
-    drafter_ = std::make_unique<runtime::NgramDrafter>();
-  } else if (opt_.draft.rfind("model:", 0) == 0) {
-    drafter_ = std::make_unique<runtime::ModelDrafter>(model::KimiModel::load(opt_.draft.substr(6)), cfg.vocab_size);
-  } else if (opt_.draft.rfind("dspark:", 0) == 0) {
-    drafter_ = runtime::DSparkDrafter::load(opt_.draft.substr(7), engine_->model());
-  } else if (opt_.draft != "off") {
-    fail("--draft '", opt_.draft, "' is not off, ngram, model:DIR or dspark:DIR");
-  }
+  drafter_ = runtime::make_drafter(opt_.draft, engine_->model(), opt_.engine.model_dir, tokenizer_.get());
   state_ = std::make_unique<model::SequenceState>(engine_->model().new_state());
   std::filesystem::path dir = std::filesystem::path(opt_.engine.model_dir).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "models/k3/" names "k3"

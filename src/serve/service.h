@@ -32,7 +32,7 @@ struct ServeOptions {
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;
-  std::string draft = "off";         // off | ngram | model:DIR | dspark:DIR
+  std::string draft = "off";         // off | ngram | model:DIR | dspark:DIR (runtime::make_drafter)
   bool state_reuse = true;
 };
 

@@ -1,5 +1,5 @@
 // Model-directory loader: picks tiktoken.model (+ tokenizer_config.json, Kimi K3 layout) or
-// tokenizer.json, and reads the K3 added-token table.
+// tokenizer.json, and reads the K3 added-token table; comparison of two loaded vocabularies.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -54,6 +54,29 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   }
   if (fs::is_regular_file(dir / "tokenizer.json", ec)) return load_tokenizer_json_file((dir / "tokenizer.json").string());
   return nullptr;
+}
+
+bool same_vocabulary(const Tokenizer& a, const Tokenizer& b) {
+  if (a.vocab_size() != b.vocab_size()) return false;
+  const auto& sa = a.special_tokens();
+  const auto& sb = b.special_tokens();
+  if (sa.size() != sb.size()) return false;
+  for (size_t i = 0; i < sa.size(); ++i)
+    if (sa[i].id != sb[i].id || sa[i].spelling != sb[i].spelling) return false;
+  for (int32_t id = 0; id < a.vocab_size(); ++id) {
+    // token_bytes throws for an id a sparse vocabulary leaves unused; both must leave it unused.
+    std::optional<std::string_view> x, y;
+    try {
+      x = a.token_bytes(id);
+    } catch (const Error&) {
+    }
+    try {
+      y = b.token_bytes(id);
+    } catch (const Error&) {
+    }
+    if (x != y) return false;
+  }
+  return true;
 }
 
 }  // namespace sluice::tokenizer

@@ -82,6 +82,10 @@ std::unique_ptr<Tokenizer> load_tiktoken_bytes(std::string_view data, const std:
 std::unique_ptr<Tokenizer> load_tokenizer_json_file(const std::string& path);
 std::unique_ptr<Tokenizer> load_tokenizer_json_bytes(std::string_view data, const std::string& name);
 
+// True when both map every id to the same bytes and have the same added/special tokens: a draft
+// model over `b` then reads and writes the target's (`a`'s) ids directly.
+bool same_vocabulary(const Tokenizer& a, const Tokenizer& b);
+
 // Loads tiktoken.model (+ tokenizer_config.json's added_tokens_decoder, K3 layout) or tokenizer.json
 // from a model directory; returns nullptr when the directory has no tokenizer files; throws
 // sluice::Error on malformed ones.

@@ -1,6 +1,7 @@
 // Shared check of a model against a reference's expected.safetensors (prompt_ids_i, logits_i at
 // every prompt position, greedy_ids_i): max relative logit error <= 1e-4 per position and
-// identical greedy tokens. Returns the number of prompts checked.
+// identical greedy tokens. Works for any model with config().vocab_size, new_state() and
+// forward(state, ids, PassOptions, logits). Returns the number of prompts checked.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "format/safetensors.h"
 #include "model/kimi.h"
@@ -16,7 +19,23 @@
 
 namespace sluice::testing {
 
-inline int check_against_reference(model::KimiModel& model, const std::string& expected_path, const std::string& label) {
+// Greedy continuation by one-row passes (for models the generation loop does not drive).
+template <typename Model>
+std::vector<int32_t> plain_greedy(Model& model, const std::vector<int32_t>& prompt, size_t n) {
+  const int64_t V = model.config().vocab_size;
+  auto st = model.new_state();
+  std::vector<float> logits(static_cast<size_t>(V));
+  model.forward(st, prompt, model::PassOptions{}, logits.data());
+  std::vector<int32_t> out;
+  while (out.size() < n) {
+    out.push_back(runtime::argmax(logits.data(), V));
+    if (out.size() < n) model.forward(st, std::span<const int32_t>(&out.back(), 1), model::PassOptions{}, logits.data());
+  }
+  return out;
+}
+
+template <typename Model>
+int check_against_reference(Model& model, const std::string& expected_path, const std::string& label) {
   const int64_t V = model.config().vocab_size;
   auto expected = format::SafetensorsFile::open(expected_path);
   auto find = [&](const std::string& name) -> const format::TensorInfo* {
@@ -58,10 +77,15 @@ inline int check_against_reference(model::KimiModel& model, const std::string& e
     std::printf("[golden] %s prompt %d: max relative logit error %.3g over %zu positions\n", label.c_str(), p, worst,
                 ids.size());
 
-    auto st2 = model.new_state();
-    runtime::GenerateOptions opt{.max_new = int64_t(greedy.size()), .stop_at_eos = false};
-    auto r = runtime::generate_greedy(model, st2, ids, opt);
-    EXPECT_EQ(r.generated, greedy) << label << " prompt " << p << ": greedy tokens differ from the reference";
+    std::vector<int32_t> generated;
+    if constexpr (std::is_same_v<Model, model::KimiModel>) {
+      auto st2 = model.new_state();
+      runtime::GenerateOptions opt{.max_new = int64_t(greedy.size()), .stop_at_eos = false};
+      generated = runtime::generate_greedy(model, st2, ids, opt).generated;
+    } else {
+      generated = plain_greedy(model, ids, greedy.size());
+    }
+    EXPECT_EQ(generated, greedy) << label << " prompt " << p << ": greedy tokens differ from the reference";
   }
   return prompts;
 }

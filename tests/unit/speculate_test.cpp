@@ -1,17 +1,23 @@
 // Drafting never changes the output: greedy tokens with every drafter (prompt lookup, a draft
-// model, an oracle that is right or wrong on purpose), fixed depths and the controller, resident
-// or streamed experts, equal drafting off token for token; speculative sampling keeps the
-// target's distribution (two-sample chi-square over many seeded runs).
+// model, drafting through text with a draft of another tokenizer, an oracle that is right or
+// wrong on purpose), fixed depths and the controller, resident or streamed experts, equal
+// drafting off token for token; --draft specs build the right drafter; speculative sampling keeps
+// the target's distribution (two-sample chi-square over many seeded runs).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "runtime/speculate/make_drafter.h"
 #include "runtime/speculate/model_drafter.h"
+#include "runtime/speculate/text_drafter.h"
 #include "store/prepare.h"
+#include "text_draft_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sluice {
 namespace {
@@ -151,6 +157,142 @@ TEST(DraftStreamed, StreamedVerifyPassesGiveTheResidentTokens) {
   auto r = runtime::generate(e->model(), st, prompt, {.max_new = 16, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 5});
   EXPECT_EQ(r.generated, ref);
   EXPECT_GT(r.accepted, 0);
+}
+
+// The default target (K3 architecture, tiktoken BPE) with drafts of another tokenizer.
+class TextDraftEquality : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    target_ = model::KimiModel::load(testing::kDefaultTarget);
+    tok_ = tokenizer::load_tokenizer(testing::kDefaultTarget);
+    ASSERT_NE(tok_, nullptr);
+    const int32_t bos = *tok_->special_id("[BOS]"), end = *tok_->special_id("<|end_of_msg|>");
+    auto text = [&](std::vector<int32_t> ids, const std::string& t) {
+      tok_->encode_into(t, ids);
+      return ids;
+    };
+    prompts_ = {text({}, "And God said, Let there be light"), text({bos}, "In the beginning"),
+                text(text({bos}, "Who divided the light from the darkness?"), ""), text({}, "x")};
+    prompts_[2].push_back(end);
+    tok_->encode_into("And", prompts_[2]);
+  }
+  std::vector<int32_t> run(std::span<const int32_t> prompt, int n, Drafter* drafter, int depth,
+                           runtime::GenerateResult* out = nullptr) {
+    auto st = target_->new_state();
+    GenerateOptions o{.max_new = n, .stop_at_eos = false, .drafter = drafter, .fixed_depth = depth};
+    auto r = runtime::generate(*target_, st, prompt, o);
+    if (out) *out = r;
+    return r.generated;
+  }
+  // Greedy tokens with `drafter` equal drafting off for every prompt, length and depth.
+  void expect_same_tokens(Drafter& drafter, const std::vector<int>& lengths, const std::vector<int>& depths) {
+    for (size_t p = 0; p < prompts_.size(); ++p)
+      for (int n : lengths) {
+        auto ref = run(prompts_[p], n, nullptr, -1);
+        for (int depth : depths) EXPECT_EQ(run(prompts_[p], n, &drafter, depth), ref) << "prompt " << p << " n " << n << " depth " << depth;
+      }
+  }
+  std::unique_ptr<model::KimiModel> target_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::vector<std::vector<int32_t>> prompts_;
+};
+
+TEST_F(TextDraftEquality, RandomQwen3DraftChangesNothing) {
+  testing::TempDir dir("text-draft");
+  testing::write_text_draft(dir / "qwen3");
+  auto drafter = runtime::make_drafter("model:" + (dir / "qwen3"), *target_, testing::kDefaultTarget, tok_.get());
+  ASSERT_STREQ(drafter->name(), "text");
+  expect_same_tokens(*drafter, {1, 5, 17}, {-1, 1, 3, 8});
+  EXPECT_GT(static_cast<runtime::TextDrafter&>(*drafter).counters().proposed, 0);
+}
+
+TEST_F(TextDraftEquality, KimiDraftWithItsOwnTokenizerDraftsThroughText) {
+  testing::TempDir dir("text-draft-kimi");
+  model::TinySpec s = testing::tiny_linear_spec();
+  s.vocab = testing::draft_tokenizer()->vocab_size() + 8;
+  model::write_tiny_checkpoint(s, dir / "kimi");
+  format::write_file_atomic(dir / "kimi/tokenizer.json", testing::draft_tokenizer_json());
+  auto drafter = runtime::make_drafter("model:" + (dir / "kimi"), *target_, testing::kDefaultTarget, tok_.get());
+  ASSERT_STREQ(drafter->name(), "text");
+  expect_same_tokens(*drafter, {9}, {-1, 3});
+}
+
+TEST_F(TextDraftEquality, DraftThatKnowsTheTextIsAcceptedAndChangesNothing) {
+  int64_t proposed = 0, accepted = 0;
+  for (const auto& prompt : prompts_) {
+    auto ref = run(prompt, 24, nullptr, -1);
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), ref.begin(), ref.end());
+    // The draft continues the target's own greedy text; specials stop it.
+    std::string truth;
+    std::vector<size_t> stops;
+    for (int32_t id : all) {
+      if (tok_->is_special(id)) stops.push_back(truth.size());
+      truth += tok_->token_bytes(id);
+    }
+    for (int depth : {-1, 2, 6}) {
+      runtime::TextDrafter drafter(std::make_unique<testing::ScriptedTextLm>(truth, stops), testing::draft_tokenizer(),
+                                   *tok_);
+      runtime::GenerateResult r;
+      EXPECT_EQ(run(prompt, 24, &drafter, depth, &r), ref) << "depth " << depth;
+      proposed += r.proposed;
+      accepted += r.accepted;
+    }
+  }
+  std::printf("[text draft] a draft that knows the text: %lld of %lld proposals accepted\n", (long long)accepted,
+              (long long)proposed);
+  EXPECT_GT(accepted, proposed / 2);
+}
+
+TEST_F(TextDraftEquality, TrainedQwen3DraftChangesNothing) {
+  const std::string dir = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft-qwen3";
+  if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " not present yet";
+  auto drafter = runtime::make_drafter("model:" + dir, *target_, testing::kDefaultTarget, tok_.get());
+  ASSERT_STREQ(drafter->name(), "text");
+  int64_t proposed = 0, accepted = 0;
+  for (const auto& prompt : prompts_) {
+    auto ref = run(prompt, 32, nullptr, -1);
+    for (int depth : {-1, 4}) {
+      runtime::GenerateResult r;
+      EXPECT_EQ(run(prompt, 32, drafter.get(), depth, &r), ref) << "depth " << depth;
+      proposed += r.proposed;
+      accepted += r.accepted;
+    }
+  }
+  std::printf("[text draft] trained qwen3 draft: %lld of %lld proposals accepted\n", (long long)accepted,
+              (long long)proposed);
+  EXPECT_GT(accepted, 0);
+}
+
+TEST(MakeDrafter, PicksTheDrafterFromTheSpecAndDirectory) {
+  auto target = model::KimiModel::load(testing::kDefaultTarget);
+  auto target_tok = tokenizer::load_tokenizer(testing::kDefaultTarget);
+  auto make = [&](const std::string& spec, const tokenizer::Tokenizer* tok) {
+    return runtime::make_drafter(spec, *target, testing::kDefaultTarget, tok);
+  };
+  auto error_of = [&](const std::string& spec, const tokenizer::Tokenizer* tok) -> std::string {
+    try {
+      make(spec, tok);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(make("off", target_tok.get()), nullptr);
+  EXPECT_STREQ(make("ngram", nullptr)->name(), "ngram");
+  const std::string same = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft";
+  EXPECT_STREQ(make("model:" + same, target_tok.get())->name(), "model");
+  EXPECT_STREQ(make("model:" + same, nullptr)->name(), "model");
+  testing::TempDir dir("make-drafter");
+  testing::write_text_draft(dir / "q");
+  EXPECT_NE(error_of("model:" + (dir / "q"), nullptr).find("has no tokenizer"), std::string::npos);
+  std::filesystem::remove(dir / "q/tokenizer.json");
+  EXPECT_NE(error_of("model:" + (dir / "q"), target_tok.get()).find("q: no tokenizer"), std::string::npos);
+  format::write_file_atomic(dir / "q/config.json", R"({"model_type": "llama"})");
+  EXPECT_NE(error_of("model:" + (dir / "q"), target_tok.get()).find("model_type 'llama' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of("bogus", target_tok.get()).find("'bogus' is not off, ngram, model:DIR or dspark:DIR"), std::string::npos);
+  EXPECT_NE(error_of("model:", target_tok.get()).find("needs a directory"), std::string::npos);
 }
 
 // Two-sample chi-square with Wilson-Hilferty's critical value at p = 0.001.

@@ -106,5 +106,23 @@ TEST(TokenizerParity, EdgeCases) {
   }
 }
 
+// tokenizer/pieces.h's forced piece starts hold for the reference pre-tokenizers too.
+class ForcedPieceStarts : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForcedPieceStarts, EncodingSplitsExactly) {
+  SLUICE_REQUIRE_TOKENIZER(tok, GetParam());
+  EXPECT_GE(testing::expect_forced_starts_split(*tok, GetParam()), 50);
+  // And on real text: the first documents of the parity corpus (prose, code, many scripts),
+  // each cut to 2,000 bytes to keep the quadratic check quick.
+  std::vector<std::string> docs = load_corpus();
+  if (docs.size() > 60) docs.resize(60);
+  for (auto& d : docs) d.resize(std::min<size_t>(d.size(), 3000));
+  EXPECT_GE(testing::expect_forced_starts_split(*tok, GetParam(), docs), 1000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, ForcedPieceStarts,
+                         ::testing::Values("cl100k_base", "o200k_base", "k3_o200k", "qwen3", "deepseek_v3"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 }  // namespace
 }  // namespace sluice::tokenizer

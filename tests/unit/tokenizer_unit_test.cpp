@@ -12,6 +12,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_nfc.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer_test_data.h"
 
 namespace sluice::tokenizer {
 namespace {
@@ -174,30 +175,13 @@ TEST(TokenizerBadInput, MalformedRankFiles) {
   EXPECT_NE(load(good).find("must have 163584 ranks"), std::string::npos);
 }
 
-// A minimal byte-level tokenizer.json: the 256 ByteLevel characters, merges "a b", "ab c", "Ġ t".
+// A minimal byte-level tokenizer.json: the 256 ByteLevel characters, merges "a b", "ab c" (in the
+// pair form), "Ġ t", and <|end|>.
 nlohmann::json tiny_tokenizer_json() {
-  nlohmann::json vocab = nlohmann::json::object();
-  int id = 0;
-  for (uint32_t b = 0, next = 256; b < 256; ++b) {
-    bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    std::string ch;
-    utf8_append(ch, keep ? b : next++);
-    vocab[ch] = id++;
-  }
-  vocab["ab"] = id++;
-  vocab["abc"] = id++;
-  vocab["\xC4\xA0t"] = id++;
-  return {{"version", "1.0"},
-          {"normalizer", {{"type", "NFC"}}},
-          {"pre_tokenizer",
-           {{"type", "Sequence"},
-            {"pretokenizers",
-             {{{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}| ?\\p{L}+|\\s+(?!\\S)|\\s+"}}}, {"behavior", "Isolated"}, {"invert", false}},
-              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"post_processor", nullptr},
-          {"added_tokens", {{{"id", id}, {"content", "<|end|>"}, {"special", true}}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", {"ab", "c"}, "\xC4\xA0 t"}}}}};
+  nlohmann::json j = testing::byte_level_tokenizer_json({"abc", " t"}, {{"<|end|>", true}},
+                                                        "\\p{N}| ?\\p{L}+|\\s+(?!\\S)|\\s+");
+  j["model"]["merges"][1] = {"ab", "c"};
+  return j;
 }
 
 TEST(TokenizerJson, TinyByteLevelBpe) {
@@ -269,6 +253,70 @@ TEST(TokenizerLoad, ModelDirectory) {
   std::ofstream(dir / "tokenizer.json") << tiny_tokenizer_json().dump();
   ASSERT_NE(load_tokenizer(dir.string()), nullptr);
   fs::remove_all(dir);
+}
+
+TEST(TokenizerPieces, ForcedPieceStartRules) {
+  using namespace std::string_literals;
+  EXPECT_TRUE(forced_piece_start("a b", 1));
+  EXPECT_TRUE(forced_piece_start("a  b", 2));          // the last of several spaces
+  EXPECT_FALSE(forced_piece_start("a  b", 1));         // a space followed by a space
+  EXPECT_FALSE(forced_piece_start("a \n", 1));         // ... or by a newline
+  EXPECT_FALSE(forced_piece_start("a ", 1));           // nothing follows yet
+  EXPECT_TRUE(forced_piece_start("a \xC3\xA9", 1));    // a multi-byte letter follows
+  EXPECT_FALSE(forced_piece_start("a 1", 1));          // digits and CJK may be split off first
+  EXPECT_FALSE(forced_piece_start("a \xD9\xA3", 1));    // (U+0663, an Arabic-Indic digit)
+  EXPECT_FALSE(forced_piece_start("a \xE4\xB8\xAD", 1));
+  EXPECT_FALSE(forced_piece_start("a \xC3", 1));       // ... not complete yet
+  EXPECT_FALSE(forced_piece_start("a \xE3\x80\x80x", 1));  // U+3000 is White_Space
+  EXPECT_FALSE(forced_piece_start("a \xC2\xA0x", 1));  // so is NBSP
+  EXPECT_TRUE(forced_piece_start("a\nb", 2));
+  EXPECT_TRUE(forced_piece_start("a\n7", 2));
+  EXPECT_FALSE(forced_piece_start("!\n/x", 2));        // o200k keeps "/" with "!\n"
+  EXPECT_FALSE(forced_piece_start("a\n\xC3\xA9", 2));  // only ASCII after a newline
+  EXPECT_TRUE(forced_piece_start("them, and", 4));    // punctuation after a letter
+  EXPECT_TRUE(forced_piece_start("a.b", 1));
+  EXPECT_FALSE(forced_piece_start("it's", 2));        // a contraction joins the word
+  EXPECT_FALSE(forced_piece_start("12,", 2));         // only after a letter
+  EXPECT_FALSE(forced_piece_start("ab", 1));
+  EXPECT_FALSE(forced_piece_start("ab", 2));
+  EXPECT_FALSE(forced_piece_start("x\0 y"s, 0));
+}
+
+TEST(TokenizerPieces, EncodingSplitsExactlyAtForcedStarts) {
+  // The K3 pattern (the default target's rank file) and Qwen's Split + ByteLevel.
+  auto k3 = load_tokenizer(std::string(SLUICE_SOURCE_DIR) + "/models/default/target");
+  ASSERT_NE(k3, nullptr);
+  EXPECT_GE(testing::expect_forced_starts_split(*k3, "default target (K3 pattern)"), 50);
+  auto qwen = load_tokenizer_json_bytes(
+      testing::byte_level_tokenizer_json({" the", " and", "in", "er", " light", "'s", "\n\n"}, {},
+                                         testing::kQwenSplitPattern)
+          .dump(),
+      "qwen-like.json");
+  EXPECT_GE(testing::expect_forced_starts_split(*qwen, "Qwen split"), 50);
+  // Power: splitting anywhere else does change some encodings.
+  int differ = 0;
+  for (const std::string& text : testing::piece_boundary_texts())
+    for (size_t pos = 1; pos < text.size(); ++pos) {
+      std::vector<int32_t> parts = k3->encode(std::string_view(text).substr(0, pos));
+      k3->encode_into(std::string_view(text).substr(pos), parts);
+      differ += parts != k3->encode(text);
+    }
+  EXPECT_GT(differ, 100);
+}
+
+TEST(TokenizerLoad, SameVocabulary) {
+  const std::string root = SLUICE_SOURCE_DIR;
+  auto target = load_tokenizer(root + "/models/default/target");
+  auto draft = load_tokenizer(root + "/models/default/draft");
+  ASSERT_NE(target, nullptr);
+  ASSERT_NE(draft, nullptr);
+  EXPECT_TRUE(same_vocabulary(*target, *draft));
+  auto tiny = load_tokenizer_json_bytes(tiny_tokenizer_json().dump(), "tiny.json");
+  EXPECT_FALSE(same_vocabulary(*target, *tiny));
+  EXPECT_TRUE(same_vocabulary(*tiny, *load_tokenizer_json_bytes(tiny_tokenizer_json().dump(), "again.json")));
+  nlohmann::json j = tiny_tokenizer_json();
+  j["added_tokens"][0]["content"] = "<|other|>";
+  EXPECT_FALSE(same_vocabulary(*tiny, *load_tokenizer_json_bytes(j.dump(), "other.json")));
 }
 
 }  // namespace

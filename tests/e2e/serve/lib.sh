@@ -31,6 +31,9 @@ PY
 start_server() {
   local name=$1
   shift
+  # The log exists before the server starts: reading it must not race the background redirect
+  # (a failed sed under `set -e` would end the script and leave the server running).
+  : >"$work/$name.log"
   "$sluice" serve --port 0 "$@" 2>"$work/$name.log" &
   local pid=$!
   local port=""
@@ -40,7 +43,7 @@ start_server() {
     kill -0 "$pid" 2>/dev/null || fail "server $name exited: $(cat "$work/$name.log")"
     sleep 0.1
   done
-  [ -n "$port" ] || fail "server $name did not start: $(cat "$work/$name.log")"
+  [ -n "$port" ] || { kill -KILL "$pid" 2>/dev/null; fail "server $name did not start: $(cat "$work/$name.log")"; }
   printf -v "${name}_pid" '%s' "$pid"
   printf -v "${name}_url" '%s' "http://127.0.0.1:$port"
 }

@@ -1,0 +1,23 @@
+// What a caller asks of one forward pass, shared by every architecture.
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace sluice::model {
+
+// Hidden rows a pass hands out (the DSpark drafter's context, spec §5.2): for every row of the
+// pass, the output of each listed zero-based layer (the AttnRes `hidden` of §2.3 step 8, i.e. the
+// running block partial prefix + mlp_out; the plain residual stream without AttnRes),
+// concatenated in list order.
+struct HiddenCapture {
+  std::span<const int64_t> layers;
+  float* rows = nullptr;  // [T, layers.size() * hidden_size]
+};
+
+struct PassOptions {
+  bool all_logits = false;  // logits for every row; otherwise only for the last row
+  bool record = false;      // keep what commit_prefix needs (draft verification)
+  const HiddenCapture* capture = nullptr;  // optional; nothing is copied when null
+};
+
+}  // namespace sluice::model

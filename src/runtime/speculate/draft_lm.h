@@ -1,0 +1,31 @@
+// A draft language model as a drafter drives it, whatever its architecture: a causal LM over its
+// own token ids whose context grows with forward() and can be cut back to any prefix.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "model/kimi.h"
+#include "model/qwen3.h"
+
+namespace sluice::runtime {
+
+class DraftLm {
+ public:
+  virtual ~DraftLm() = default;
+  virtual int64_t vocab_size() const = 0;
+  virtual bool is_eos(int32_t id) const = 0;
+  // Positions in the context.
+  virtual int64_t length() const = 0;
+  // Keeps the first n positions (0 <= n <= length()).
+  virtual void truncate(int64_t n) = 0;
+  // Appends `tokens` (at least one) to the context; `logits` receives the last row's [vocab].
+  virtual void forward(std::span<const int32_t> tokens, float* logits) = 0;
+};
+
+// Qwen3: the KV cache is cut back in place.
+std::unique_ptr<DraftLm> make_draft_lm(std::unique_ptr<model::Qwen3Model> m);
+// Kimi family: KDA state cannot be cut back, so truncation replays the kept prefix.
+std::unique_ptr<DraftLm> make_draft_lm(std::unique_ptr<model::KimiModel> m);
+
+}  // namespace sluice::runtime
