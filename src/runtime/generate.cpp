@@ -167,7 +167,8 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     step.union_experts = uint64_t(m.counters().moe.expert_requests - requests0);
     step.missed_experts = reads1.misses - reads0.misses;
     step.bytes_read = reads1.bytes_read - reads0.bytes_read;
-    controller.record(StepCost{.width = 1 + step.proposed,
+    controller.record(StepCost{.asked = depth,
+                               .width = 1 + step.proposed,
                                .proposed = step.proposed,
                                .accepted = step.accepted,
                                .seconds = (step.ms - catch_up_ms) / 1e3,

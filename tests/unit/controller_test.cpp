@@ -116,6 +116,25 @@ TEST(DraftController, ComparesAgainstTheCurrentTargetOnlyTimeNotAColdOne) {
   EXPECT_LT((r.seconds / r.tokens) / (off_only / n), 1.02) << "drafted steps " << r.drafted_steps;
 }
 
+// A drafter that always comes back empty and costs `ask` seconds each time it is asked.
+int asked_steps_with_empty_drafter(double ask, int steps) {
+  DraftController c;
+  int asked = 0;
+  for (int i = 0; i < steps; ++i) {
+    int d = c.next_depth();
+    asked += d > 0;
+    c.record(StepCost{.asked = d, .width = 1, .seconds = 0.0025 + (d > 0 ? ask : 0.0)});
+  }
+  return asked;
+}
+
+TEST(DraftController, AnEmptyButCostlyDrafterIsSwitchedOffAFreeOneIsKept) {
+  // Half a step's cost per ask for nothing (a text draft that never re-encodes): off, with rare probes.
+  EXPECT_LT(asked_steps_with_empty_drafter(0.00125, 1000), 15);
+  // Free to ask (prompt lookup without a match): keep asking, a match may come any step.
+  EXPECT_GT(asked_steps_with_empty_drafter(0.0, 1000), 900);
+}
+
 TEST(DraftController, PredictionUsesMeasuredUnionGrowth) {
   DraftController c;
   // One-row passes: 64 experts, half of them missing, 1 MB records at 1 GB/s.

@@ -73,7 +73,7 @@ int DraftController::next_depth() {
     off_ = false;
     off_steps_ = 0;
     probing_ = true;
-    std::snprintf(buf, sizeof buf, "probe depth %d (acceptance %.2f)", o_.probe_depth, accept_);
+    std::snprintf(buf, sizeof buf, "probe depth %d (acceptance %.2f)", std::min(o_.probe_depth, o_.max_depth), accept_);
     decision_ = buf;
     return std::min(o_.probe_depth, o_.max_depth);
   }
@@ -86,11 +86,20 @@ int DraftController::next_depth() {
     decision_ = "depth 0 (refreshing the target-only time)";
     return 0;
   }
+  // A drafter may come back empty (prompt lookup without a match, a text draft that does not
+  // re-encode): such a step yields one token at t1 plus what asking cost. With p_empty the share
+  // of asks that came back empty, depth d yields (1-p)·E[tokens | d drafts] + p tokens in
+  // (1-p)·t(d+1) + p·(t1 + ask_cost) seconds.
+  // When asking costs nothing measurable, an empty answer loses nothing: choose as if the
+  // drafter always answered (it is asked every step, and drafts when it has something).
+  const double t1 = time_for(1);
+  const bool free_to_ask = ask_cost_ <= 0.02 * t1;
+  const double pe = free_to_ask ? 0.0 : p_empty_;
   int best = 0;
-  double best_rate = 1.0 / time_for(1);
+  double best_rate = 1.0 / t1;
   for (int d = 1; d <= o_.max_depth; ++d) {
     double expected = accept_ >= 0.999 ? d + 1.0 : (1.0 - std::pow(accept_, d + 1)) / (1.0 - accept_);
-    double rate = expected / time_for(d + 1);
+    double rate = ((1 - pe) * expected + pe) / ((1 - pe) * time_for(d + 1) + pe * (t1 + std::max(0.0, ask_cost_)));
     if (rate > best_rate * 1.02) {  // a 2 % margin so noise does not turn drafting on
       best = d;
       best_rate = rate;
@@ -98,16 +107,17 @@ int DraftController::next_depth() {
   }
   const int w = best + 1;
   std::snprintf(buf, sizeof buf,
-                "depth %d (acceptance %.2f; %d-row pass %.2f ms %s, +%.0f KB expert reads over 1 row; "
+                "depth %d (acceptance %.2f, empty %.2f%s; %d-row pass %.2f ms %s, +%.0f KB expert reads over 1 row; "
                 "expected %.1f tok/s vs %.1f target-only)",
-                best, accept_, w, time_for(w) * 1e3, n_[size_t(w)] > 0 ? "measured" : "predicted",
-                predicted_extra_bytes(w) / 1e3, best_rate, 1.0 / time_for(1));
+                best, accept_, p_empty_, free_to_ask ? " free" : "", w, time_for(w) * 1e3, n_[size_t(w)] > 0 ? "measured" : "predicted",
+                predicted_extra_bytes(w) / 1e3, best_rate, 1.0 / t1);
   decision_ = buf;
-  // Turning off needs evidence, not just a prediction: two measured drafted passes and a few
-  // judged drafts. Until then a losing-looking drafter is tried at depth 1, the cheapest check.
+  // Turning off needs evidence, not just a prediction: a measured drafted pass and two judged
+  // drafts, or two asks that came back empty. Until then a losing-looking drafter is tried at
+  // depth 1, the cheapest check.
   int drafted_passes = 0;
-  for (size_t w = 2; w < n_.size(); ++w) drafted_passes += n_[w];
-  if (best == 0 && (drafted_passes < 2 || trials_ < 4)) {
+  for (size_t v = 2; v < n_.size(); ++v) drafted_passes += n_[v];
+  if (best == 0 && !((drafted_passes >= 1 && trials_ >= 2) || (empty_asks_ >= 2 && !free_to_ask))) {
     std::snprintf(buf, sizeof buf, "depth 1 (exploring: %d drafted passes, %d judged drafts so far; acceptance %.2f)",
                   drafted_passes, trials_, accept_);
     decision_ = buf;
@@ -126,6 +136,17 @@ int DraftController::next_depth() {
 }
 
 void DraftController::record(const StepCost& s) {
+  if (s.asked > 0 && s.proposed == 0) {
+    // The drafter was asked and had nothing: the step's time is t1 plus the asking, so it must
+    // not be taken for a target-only time.
+    empty_asks_ += 1;
+    since_single_ += 1;  // not a target-only time either: the refresh steps keep t1 current
+    p_empty_ = 0.8 * p_empty_ + 0.2;
+    // Not clamped per sample: timing noise averages out instead of adding up.
+    if (n_[1] > 0) ask_cost_ = 0.8 * ask_cost_ + 0.2 * (s.seconds - t_[1]);
+    return;
+  }
+  if (s.asked > 0) p_empty_ = 0.8 * p_empty_;
   const int width = std::clamp(s.width, 1, int(t_.size()) - 1);
   const bool refresh = width == 1 && since_single_ > 0;
   since_single_ = width == 1 ? 0 : since_single_ + 1;

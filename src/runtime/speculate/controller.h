@@ -8,7 +8,9 @@
 //    a fraction m of the union is missing from the RAM cache (the store's recent miss rate, i.e.
 //    the cache state), each miss costs one record of b bytes at the drives' current bandwidth B,
 //    and compute grows by c per row (measured, else a quarter of a one-row pass's compute).
-// Drafting is switched off when target-only steps are faster, and probed again after a pause
+// A drafter that comes back empty (no prompt-lookup match, a text draft that does not re-encode)
+// counts with the measured cost of asking it, so a free one keeps being asked and a costly one
+// is switched off. Drafting is switched off when target-only steps are faster, and probed again after a pause
 // that doubles after every probe that does not pay (so a hostile stretch costs almost nothing).
 // The target-only time it compares against is measured, not remembered: the first (cold) step is
 // not timed, two target-only steps come before any drafting, and while drafting one step in
@@ -25,12 +27,13 @@ struct ControllerOptions {
   int max_depth = 8;
   int probe_every = 32;   // steps without drafting before the first probe (doubles per failed probe)
   int probe_every_max = 512;
-  int probe_depth = 2;
+  int probe_depth = 1;
   int refresh_every = 16;  // while drafting, one target-only step per this many keeps its time current
 };
 
 // What one step cost, as the loop measured it.
 struct StepCost {
+  int asked = 0;                   // drafts asked of the drafter (the depth chosen)
   int width = 1;                   // rows of the pass: 1 + drafts proposed
   int proposed = 0, accepted = 0;  // drafts proposed and accepted
   double seconds = 0;              // whole step (drafting + verify + commit)
@@ -60,7 +63,9 @@ class DraftController {
   ControllerOptions o_;
   double accept_ = 0.6;              // accepted / judged drafts, from decayed sums (0.6 before any)
   double passed_ = 1.2, judged_ = 2;
-  int trials_ = 0;                   // judged drafts so far (not decayed)  // the prior: 2 pseudo-trials at 0.6, decaying like the rest
+  int trials_ = 0;                   // judged drafts so far (not decayed)
+  int empty_asks_ = 0;               // steps where the drafter was asked and proposed nothing
+  double p_empty_ = 0, ask_cost_ = 0;  // EWMA share of empty asks, and their cost beyond t1  // the prior: 2 pseudo-trials at 0.6, decaying like the rest
   std::vector<double> t_;            // EWMA seconds per step, by width (index = width)
   std::vector<double> u_;            // EWMA union experts per pass, by width
   std::vector<int> n_;               // samples per width
