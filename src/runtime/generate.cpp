@@ -91,6 +91,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   std::vector<int32_t> rows;
   store::ExpertProvider* provider = m.expert_provider();
   auto read_totals = [&] { return provider ? provider->read_totals() : store::ExpertProvider::ReadTotals{}; };
+  bool asked_last = true;  // the drafter caught up after the prefill
   while (!done) {
     auto ts = clock::now();
     const auto reads0 = read_totals();
@@ -107,7 +108,9 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     double catch_up_ms = 0;
     if (depth > 0) {
       opt.drafter->catch_up(history);
-      catch_up_ms = ms_since(ts);
+      // Catching up after a pause is one-off work and not charged to the step; when the drafter
+      // was asked last step too, catching up is part of what every drafted step costs.
+      if (!asked_last) catch_up_ms = ms_since(ts);
       drafts = opt.drafter->propose(history, depth);
     }
     if (drafts.size() > size_t(std::max(depth, 0))) drafts.resize(size_t(std::max(depth, 0)));
@@ -163,6 +166,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
       r.accepted += int64_t(accepted);
     }
     step.ms = ms_since(ts);
+    asked_last = depth > 0;
     const auto reads1 = read_totals();
     step.union_experts = uint64_t(m.counters().moe.expert_requests - requests0);
     step.missed_experts = reads1.misses - reads0.misses;
