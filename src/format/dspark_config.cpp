@@ -14,12 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t positive(const json& obj, std::string_view field, const std::string& where) {
-  int64_t v = get_int(obj, field, where);
-  if (v <= 0) fail(where, ": field '", std::string(field), "' must be positive, got ", v);
-  return v;
-}
-
 double positive_number(const json& obj, std::string_view field, const std::string& where) {
   double v = get_number(obj, field, where);
   if (!(v > 0)) fail(where, ": field '", std::string(field), "' must be positive, got ", v);
@@ -37,7 +31,7 @@ void parse_rope_scaling(const json& rs, const std::string& where, DSparkConfig& 
   if (type != "yarn")
     fail(where, ": type '", type, "' is not supported; the DSpark drafter implements YaRN RoPE only (type \"yarn\")");
   c.rope_factor = positive_number(rs, "factor", where);
-  c.rope_original_max_position = positive(rs, "original_max_position_embeddings", where);
+  c.rope_original_max_position = get_positive_int(rs, "original_max_position_embeddings", where);
   c.rope_beta_fast = positive_number_or(rs, "beta_fast", 32.0, where);
   c.rope_beta_slow = positive_number_or(rs, "beta_slow", 1.0, where);
   if (!(c.rope_beta_fast > c.rope_beta_slow))
@@ -103,24 +97,24 @@ DSparkConfig parse_dspark_config(const std::string& json_text, const std::string
   if (std::find(arch.begin(), arch.end(), "K3DSparkModel") == arch.end())
     fail(where, ": architectures does not name K3DSparkModel; this is not a K3 DSpark drafter checkpoint");
   DSparkConfig c;
-  c.hidden_size = positive(j, "hidden_size", where);
-  c.num_layers = positive(j, "num_hidden_layers", where);
-  c.num_heads = positive(j, "num_attention_heads", where);
-  c.q_lora_rank = positive(j, "q_lora_rank", where);
-  c.kv_lora_rank = positive(j, "kv_lora_rank", where);
-  c.qk_nope_head_dim = positive(j, "qk_nope_head_dim", where);
-  c.qk_rope_head_dim = positive(j, "qk_rope_head_dim", where);
+  c.hidden_size = get_positive_int(j, "hidden_size", where);
+  c.num_layers = get_positive_int(j, "num_hidden_layers", where);
+  c.num_heads = get_positive_int(j, "num_attention_heads", where);
+  c.q_lora_rank = get_positive_int(j, "q_lora_rank", where);
+  c.kv_lora_rank = get_positive_int(j, "kv_lora_rank", where);
+  c.qk_nope_head_dim = get_positive_int(j, "qk_nope_head_dim", where);
+  c.qk_rope_head_dim = get_positive_int(j, "qk_rope_head_dim", where);
   if (c.qk_rope_head_dim % 2 != 0)
     fail(where, ": qk_rope_head_dim must be even (RoPE rotates pairs), got ", c.qk_rope_head_dim);
-  c.v_head_dim = positive(j, "v_head_dim", where);
-  c.intermediate_size = positive(j, "intermediate_size", where);
-  c.vocab_size = positive(j, "vocab_size", where);
-  c.markov_rank = positive(j, "markov_rank", where);
+  c.v_head_dim = get_positive_int(j, "v_head_dim", where);
+  c.intermediate_size = get_positive_int(j, "intermediate_size", where);
+  c.vocab_size = get_positive_int(j, "vocab_size", where);
+  c.markov_rank = get_positive_int(j, "markov_rank", where);
   const int64_t mask = get_int(j, "mask_token_id", where);
   if (mask < 0 || mask >= c.vocab_size)
     fail(where, ": mask_token_id ", mask, " is outside the vocabulary (0..", c.vocab_size - 1, ")");
   c.mask_token_id = int32_t(mask);
-  c.num_draft_tokens = positive(j, "num_draft_tokens", where);
+  c.num_draft_tokens = get_positive_int(j, "num_draft_tokens", where);
   if (c.num_draft_tokens > 16)
     fail(where, ": num_draft_tokens ", c.num_draft_tokens, " is more than the 16 query rows the drafter supports");
   c.target_layer_ids = get_int_list(j, "target_layer_ids", where);

@@ -263,4 +263,10 @@ std::string get_string_or(const json& obj, std::string_view field, const std::st
   return has_field(obj, field) ? get_string(obj, field, where) : fallback;
 }
 
+int64_t get_positive_int(const nlohmann::json& obj, std::string_view field, const std::string& where) {
+  int64_t v = get_int(obj, field, where);
+  if (v <= 0) fail(where, ": field '", std::string(field), "' must be positive, got ", v);
+  return v;
+}
+
 }  // namespace sluice::format

@@ -31,6 +31,8 @@ std::string describe_json(const nlohmann::json& value);
 // numbers may be integers or reals but must be finite.
 const nlohmann::json& get_field(const nlohmann::json& obj, std::string_view field, const std::string& where);
 int64_t get_int(const nlohmann::json& obj, std::string_view field, const std::string& where);
+// Same, and refuses zero and negative values naming the field.
+int64_t get_positive_int(const nlohmann::json& obj, std::string_view field, const std::string& where);
 double get_number(const nlohmann::json& obj, std::string_view field, const std::string& where);
 bool get_bool(const nlohmann::json& obj, std::string_view field, const std::string& where);
 std::string get_string(const nlohmann::json& obj, std::string_view field, const std::string& where);

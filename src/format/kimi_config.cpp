@@ -13,12 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t positive(const json& obj, std::string_view field, const std::string& where) {
-  int64_t v = get_int(obj, field, where);
-  if (v <= 0) fail(where, ": field '", std::string(field), "' must be positive, got ", v);
-  return v;
-}
-
 int64_t non_negative_or(const json& obj, std::string_view field, int64_t dflt, const std::string& where) {
   int64_t v = get_int_or(obj, field, dflt, where);
   if (v < 0) fail(where, ": field '", std::string(field), "' must not be negative, got ", v);
@@ -54,9 +48,9 @@ std::vector<AttnKind> layers_from_lists(const json& lac, int64_t n, const std::s
 }
 
 void parse_common(const json& tc, const std::string& where, KimiConfig& c) {
-  c.vocab_size = positive(tc, "vocab_size", where);
-  c.hidden_size = positive(tc, "hidden_size", where);
-  c.num_layers = positive(tc, "num_hidden_layers", where);
+  c.vocab_size = get_positive_int(tc, "vocab_size", where);
+  c.hidden_size = get_positive_int(tc, "hidden_size", where);
+  c.num_layers = get_positive_int(tc, "num_hidden_layers", where);
   c.rms_norm_eps = number_or(tc, "rms_norm_eps", 1e-6, where);
   if (!(c.rms_norm_eps > 0)) fail(where, ": rms_norm_eps must be positive");
   std::string act = tc.contains("hidden_act") ? get_string(tc, "hidden_act", where) : "silu";
@@ -81,15 +75,15 @@ void parse_common(const json& tc, const std::string& where, KimiConfig& c) {
   c.num_expert_group = non_negative_or(tc, "num_expert_group", 1, where);
   c.topk_group = non_negative_or(tc, "topk_group", 1, where);
 
-  c.num_heads = positive(tc, "num_attention_heads", where);
+  c.num_heads = get_positive_int(tc, "num_attention_heads", where);
   int64_t kv_heads = non_negative_or(tc, "num_key_value_heads", c.num_heads, where);
   if (kv_heads != c.num_heads)
     fail(where, ": num_key_value_heads (", kv_heads, ") must equal num_attention_heads (", c.num_heads, ") for MLA");
   c.q_lora_rank = non_negative_or(tc, "q_lora_rank", 0, where);
-  c.kv_lora_rank = positive(tc, "kv_lora_rank", where);
-  c.qk_nope_head_dim = positive(tc, "qk_nope_head_dim", where);
+  c.kv_lora_rank = get_positive_int(tc, "kv_lora_rank", where);
+  c.qk_nope_head_dim = get_positive_int(tc, "qk_nope_head_dim", where);
   c.qk_rope_head_dim = non_negative_or(tc, "qk_rope_head_dim", 0, where);
-  c.v_head_dim = positive(tc, "v_head_dim", where);
+  c.v_head_dim = get_positive_int(tc, "v_head_dim", where);
 
   if (tc.contains("bos_token_id") && tc["bos_token_id"].is_number_integer()) c.bos_token_id = tc["bos_token_id"].get<int32_t>();
   if (tc.contains("eos_token_id") && tc["eos_token_id"].is_number_integer()) c.eos_token_id = tc["eos_token_id"].get<int32_t>();
@@ -101,9 +95,9 @@ void parse_k3_text(const json& tc, const std::string& where, KimiConfig& c) {
   const json& lac = tc.contains("linear_attn_config") ? tc["linear_attn_config"] : json();
   if (!lac.is_object()) fail(where, ": missing object 'linear_attn_config'");
   std::string lw = where + " linear_attn_config";
-  c.kda_heads = positive(lac, "num_heads", lw);
-  c.kda_head_dim = positive(lac, "head_dim", lw);
-  c.conv_kernel = positive(lac, "short_conv_kernel_size", lw);
+  c.kda_heads = get_positive_int(lac, "num_heads", lw);
+  c.kda_head_dim = get_positive_int(lac, "head_dim", lw);
+  c.conv_kernel = get_positive_int(lac, "short_conv_kernel_size", lw);
   c.kda_full_rank_gate = get_bool_or(lac, "use_full_rank_gate", false, lw);
   if (lac.contains("gate_lower_bound") && !lac["gate_lower_bound"].is_null())
     c.gate_lower_bound = float(get_number(lac, "gate_lower_bound", lw));
@@ -140,14 +134,14 @@ void parse_kimi_linear(const json& tc, const std::string& where, KimiConfig& c) 
                                                                                                : json::object();
   // transformers 5 writes linear_head_dim/linear_num_heads/linear_conv_kernel_dim; Moonshot's
   // original config nests them in linear_attn_config.
-  c.kda_heads = tc.contains("linear_num_heads") ? positive(tc, "linear_num_heads", where)
-                                                : positive(lac, "num_heads", where + " linear_attn_config");
-  c.kda_head_dim = tc.contains("linear_head_dim") ? positive(tc, "linear_head_dim", where)
-                                                  : positive(lac, "head_dim", where + " linear_attn_config");
+  c.kda_heads = tc.contains("linear_num_heads") ? get_positive_int(tc, "linear_num_heads", where)
+                                                : get_positive_int(lac, "num_heads", where + " linear_attn_config");
+  c.kda_head_dim = tc.contains("linear_head_dim") ? get_positive_int(tc, "linear_head_dim", where)
+                                                  : get_positive_int(lac, "head_dim", where + " linear_attn_config");
   c.conv_kernel = tc.contains("linear_conv_kernel_dim")
-                      ? positive(tc, "linear_conv_kernel_dim", where)
+                      ? get_positive_int(tc, "linear_conv_kernel_dim", where)
                       : (lac.contains("short_conv_kernel_size")
-                             ? positive(lac, "short_conv_kernel_size", where + " linear_attn_config")
+                             ? get_positive_int(lac, "short_conv_kernel_size", where + " linear_attn_config")
                              : 4);
   if (tc.contains("layer_types") && !tc["layer_types"].is_null()) {
     const json& lt = tc["layer_types"];

@@ -14,12 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t positive(const json& obj, std::string_view field, const std::string& where) {
-  int64_t v = get_int(obj, field, where);
-  if (v <= 0) fail(where, ": field '", std::string(field), "' must be positive, got ", v);
-  return v;
-}
-
 // RoPE's type as transformers spells it in rope_scaling / rope_parameters ("type" before 4.45).
 std::string rope_type_of(const json& r, const std::string& where) {
   if (has_field(r, "rope_type")) return get_string(r, "rope_type", where);
@@ -79,13 +73,13 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
   std::string type = get_string_or(root, "model_type", "", where);
   if (type != "qwen3") fail(where, ": model_type '", type, "' is not qwen3");
   Qwen3Config c;
-  c.vocab_size = positive(root, "vocab_size", where);
-  c.hidden_size = positive(root, "hidden_size", where);
-  c.intermediate_size = positive(root, "intermediate_size", where);
-  c.num_layers = positive(root, "num_hidden_layers", where);
-  c.num_heads = positive(root, "num_attention_heads", where);
-  c.num_kv_heads = positive(root, "num_key_value_heads", where);
-  c.head_dim = positive(root, "head_dim", where);
+  c.vocab_size = get_positive_int(root, "vocab_size", where);
+  c.hidden_size = get_positive_int(root, "hidden_size", where);
+  c.intermediate_size = get_positive_int(root, "intermediate_size", where);
+  c.num_layers = get_positive_int(root, "num_hidden_layers", where);
+  c.num_heads = get_positive_int(root, "num_attention_heads", where);
+  c.num_kv_heads = get_positive_int(root, "num_key_value_heads", where);
+  c.head_dim = get_positive_int(root, "head_dim", where);
   if (c.num_heads % c.num_kv_heads != 0)
     fail(where, ": num_attention_heads (", c.num_heads, ") must be a multiple of num_key_value_heads (",
          c.num_kv_heads, ")");

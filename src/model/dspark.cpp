@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/absorbed_attention.h"
 #include "model/weight_load.h"
 #include "model/weight_rows.h"
 
@@ -218,34 +219,11 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const fl
   kernels::linear(w.kv_a, x, D, kv);
   store_kv(layer, kv, L, D);
 
-  const int64_t n = L + D;  // every query row sees every cached row and every query row
-  const int64_t per = 2 * kvr + n;
-  float* scratch = per_head_.resize(static_cast<size_t>(nh * per));
+  // Every query row sees every cached row and every query row (no mask inside the block).
   float* heads = heads_.resize(static_cast<size_t>(D * nh * vd));
-  const float* lat = caches_[size_t(layer)].latent.data();
-  const float* kpe = caches_[size_t(layer)].k_pe.data();
-  const float scale = softmax_scale_;
-  ThreadPool::global().parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      float* qabs = scratch + h * per;
-      float* ctx = qabs + kvr;
-      float* sc = ctx + kvr;
-      const int64_t k_row0 = h * (nope + vd), v_row0 = k_row0 + nope;
-      for (int64_t t = 0; t < D; ++t) {
-        const float* qh = q + (t * nh + h) * qk;
-        // kv_b's key rows folded into the query: scores against latents need no expanded keys.
-        std::fill(qabs, qabs + kvr, 0.0f);
-        for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], w.kv_b, k_row0 + i, qabs);
-        for (int64_t p = 0; p < n; ++p)
-          sc[p] = (kernels::dot(qabs, lat + p * kvr, kvr) + kernels::dot(qh + nope, kpe + p * rope, rope)) * scale;
-        kernels::softmax(sc, n);
-        std::fill(ctx, ctx + kvr, 0.0f);
-        for (int64_t p = 0; p < n; ++p) kernels::axpy(sc[p], lat + p * kvr, ctx, kvr);
-        float* ah = heads + (t * nh + h) * vd;
-        for (int64_t j = 0; j < vd; ++j) ah[j] = weight_dot_row(w.kv_b, v_row0 + j, ctx);
-      }
-    }
-  });
+  absorbed_attention(w.kv_b, {.heads = nh, .nope = nope, .rope = rope, .v_dim = vd, .kv_rank = kvr}, q, D,
+                     caches_[size_t(layer)].latent.data(), caches_[size_t(layer)].k_pe.data(), L + D,
+                     /*causal=*/false, softmax_scale_, per_head_, heads);
   kernels::linear(w.o, heads, D, out);
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "model/absorbed_attention.h"
 #include "model/layers.h"
 #include "model/weight_rows.h"
 
@@ -32,14 +33,26 @@ void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, in
     std::copy(row + kvr, row + kvr + rope, st.k_pe.data() + (base + t) * rope);
   }
 
-  const float scale = 1.0f / std::sqrt(float(qk));
-  const int64_t ctx_max = base + T;
-  // Per head scratch: absorbed query [kvr], scores [ctx_max], context latent [kvr].
-  const int64_t per = 2 * kvr + ctx_max;
-  float* scratch = s.per_head.resize(size_t(nh * per));
   float* attn = s.attn.resize(size_t(T * nh * vd));
-  const float* lat = st.latent.data();
-  const float* kpe = st.k_pe.data();
+  absorbed_attention(w.kv_b, {.heads = nh, .nope = nope, .rope = rope, .v_dim = vd, .kv_rank = kvr}, q, T,
+                     st.latent.data(), st.k_pe.data(), base + 1, /*causal=*/true, 1.0f / std::sqrt(float(qk)),
+                     s.per_head, attn);
+  if (c.mla_output_gate) {
+    float* gate = s.gate.resize(size_t(T * nh * vd));
+    kernels::linear(w.g, x, T, gate);
+    for (int64_t i = 0; i < T * nh * vd; ++i) attn[i] *= kernels::sigmoid(gate[i]);
+  }
+  kernels::linear(w.o, attn, T, out);
+}
+
+void absorbed_attention(const kernels::Weight& kv_b, const AbsorbedAttentionShape& s, const float* q, int64_t T,
+                        const float* lat, const float* kpe, int64_t visible0, bool causal, float scale,
+                        FloatBuffer& scratch_buf, float* out) {
+  const int64_t nh = s.heads, nope = s.nope, rope = s.rope, vd = s.v_dim, kvr = s.kv_rank, qk = nope + rope;
+  const int64_t n_max = visible0 + (causal ? T - 1 : 0);
+  // Per head: absorbed query [kvr], context latent [kvr], scores [n_max].
+  const int64_t per = 2 * kvr + n_max;
+  float* scratch = scratch_buf.resize(size_t(nh * per));
   ThreadPool::global().parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       float* qabs = scratch + h * per;
@@ -49,8 +62,8 @@ void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, in
       for (int64_t t = 0; t < T; ++t) {
         const float* qh = q + (t * nh + h) * qk;
         std::fill(qabs, qabs + kvr, 0.0f);
-        for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], w.kv_b, k_row0 + i, qabs);
-        const int64_t n = base + t + 1;  // causal: this row sees positions 0..base+t
+        for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], kv_b, k_row0 + i, qabs);
+        const int64_t n = visible0 + (causal ? t : 0);
         for (int64_t p = 0; p < n; ++p) {
           float a = kernels::dot(qabs, lat + p * kvr, kvr);
           float b = rope ? kernels::dot(qh + nope, kpe + p * rope, rope) : 0.0f;
@@ -59,17 +72,11 @@ void mla_forward(const KimiConfig& c, const MlaWeights& w, MlaLayerState& st, in
         kernels::softmax(sc, n);
         std::fill(ctx, ctx + kvr, 0.0f);
         for (int64_t p = 0; p < n; ++p) kernels::axpy(sc[p], lat + p * kvr, ctx, kvr);
-        float* ah = attn + (t * nh + h) * vd;
-        for (int64_t j = 0; j < vd; ++j) ah[j] = weight_dot_row(w.kv_b, v_row0 + j, ctx);
+        float* ah = out + (t * nh + h) * vd;
+        for (int64_t j = 0; j < vd; ++j) ah[j] = weight_dot_row(kv_b, v_row0 + j, ctx);
       }
     }
   });
-  if (c.mla_output_gate) {
-    float* gate = s.gate.resize(size_t(T * nh * vd));
-    kernels::linear(w.g, x, T, gate);
-    for (int64_t i = 0; i < T * nh * vd; ++i) attn[i] *= kernels::sigmoid(gate[i]);
-  }
-  kernels::linear(w.o, attn, T, out);
 }
 
 }  // namespace sluice::model
