@@ -14,6 +14,7 @@
 #include "runtime/generate.h"
 #include "runtime/speculate/make_drafter.h"
 #include "runtime/speculate/model_drafter.h"
+#include "model/qwen3.h"
 #include "runtime/speculate/text_drafter.h"
 #include "store/prepare.h"
 #include "text_draft_util.h"
@@ -232,7 +233,7 @@ TEST_F(TextDraftEquality, DraftThatKnowsTheTextIsAcceptedAndChangesNothing) {
     }
     for (int depth : {-1, 2, 6}) {
       runtime::TextDrafter drafter(std::make_unique<testing::ScriptedTextLm>(truth, stops), testing::draft_tokenizer(),
-                                   *tok_);
+                                   *tok_, testing::scripted_options());
       runtime::GenerateResult r;
       EXPECT_EQ(run(prompt, 24, &drafter, depth, &r), ref) << "depth " << depth;
       proposed += r.proposed;
@@ -262,6 +263,46 @@ TEST_F(TextDraftEquality, TrainedQwen3DraftChangesNothing) {
   std::printf("[text draft] trained qwen3 draft: %lld of %lld proposals accepted\n", (long long)accepted,
               (long long)proposed);
   EXPECT_GT(accepted, 0);
+}
+
+// After a long pause (drafting off) a draft model restarts from a recent window: its proposal
+// is then exactly that of a fresh drafter given only that window, and the cost of catching up
+// is bounded by the window, not by the pause.
+TEST(DraftPause, ModelDrafterRestartsFromTheRecentWindow) {
+  const std::string dir = std::string(SLUICE_SOURCE_DIR) + "/models/default/draft";
+  std::vector<int32_t> history;
+  for (int i = 0; i < 300; ++i) history.push_back(int32_t((i * 37 + 11) % 4000));
+  runtime::ModelDrafter paused(model::KimiModel::load(dir), 4352);
+  paused.catch_up(std::span<const int32_t>(history).first(20));
+  const auto p_paused = paused.propose(history, 5);  // 279 tokens since: a pause
+  // A fresh drafter whose whole history is the window (64 tokens) plus the pending token.
+  runtime::ModelDrafter fresh(model::KimiModel::load(dir), 4352);
+  const std::span<const int32_t> window = std::span<const int32_t>(history).last(65);
+  EXPECT_EQ(p_paused, fresh.propose(window, 5));
+  // A short gap is consumed normally: same proposal as a drafter that saw everything.
+  runtime::ModelDrafter steady(model::KimiModel::load(dir), 4352), whole(model::KimiModel::load(dir), 4352);
+  steady.catch_up(std::span<const int32_t>(history).first(290));
+  EXPECT_EQ(steady.propose(history, 5), whole.propose(history, 5));
+}
+
+TEST_F(TextDraftEquality, PausedTextDrafterRestartsFromAWindowAndChangesNothing) {
+  // A random Qwen3 draft with a tiny pause window: the controller turns it off, its probes then
+  // restart the draft from the window, and greedy output is still the target's.
+  testing::TempDir dir("text-draft-pause");
+  testing::write_text_draft(dir / "qwen3", 9);
+  runtime::TextDrafterOptions o;
+  o.pause_window = 8;
+  runtime::TextDrafter drafter(runtime::make_draft_lm(model::Qwen3Model::load(dir / "qwen3")),
+                               testing::draft_tokenizer(), *tok_, o);
+  expect_same_tokens(drafter, {80}, {-1});
+  // Asked directly after a long gap, it restarts from the window.
+  const int64_t before = drafter.counters().window_restarts;
+  auto ref = run(prompts_[0], 60, nullptr, -1);
+  std::vector<int32_t> h(prompts_[0]);
+  h.insert(h.end(), ref.begin(), ref.end());
+  drafter.propose(std::span<const int32_t>(h).first(prompts_[0].size() + 2), 3);
+  drafter.propose(h, 3);
+  EXPECT_EQ(drafter.counters().window_restarts, before + 1);
 }
 
 TEST(MakeDrafter, PicksTheDrafterFromTheSpecAndDirectory) {

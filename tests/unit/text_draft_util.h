@@ -11,6 +11,7 @@
 #include "format/safetensors.h"
 #include "model/tiny_checkpoint.h"
 #include "runtime/speculate/draft_lm.h"
+#include "runtime/speculate/text_drafter.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_test_data.h"
 
@@ -38,6 +39,14 @@ inline void write_text_draft(const std::string& dir, uint64_t seed = 5) {
   s.eos = int32_t(s.vocab - 1);
   model::write_tiny_qwen3_checkpoint(s, dir);
   format::write_file_atomic(dir + "/tokenizer.json", draft_tokenizer_json());
+}
+
+// ScriptedTextLm knows the text from its start only, so drafters driving it always feed the whole
+// context (no restart from a recent window after a pause).
+inline runtime::TextDrafterOptions scripted_options() {
+  runtime::TextDrafterOptions o;
+  o.pause_window = 0;
+  return o;
 }
 
 // A draft LM that knows the text: its context must decode to a prefix of `truth`; it then

@@ -80,7 +80,7 @@ class TextDrafterExact : public ::testing::Test {
   }
   std::unique_ptr<TextDrafter> drafter() {
     return std::make_unique<TextDrafter>(std::make_unique<testing::ScriptedTextLm>(conv_.text, conv_.stops),
-                                         testing::draft_tokenizer(), *target_);
+                                         testing::draft_tokenizer(), *target_, testing::scripted_options());
   }
   // Checks the proposal at cut n (history = ids[0..n)) and returns it.
   std::vector<int32_t> check_cut(TextDrafter& d, size_t n, int max_tokens) {
@@ -129,7 +129,7 @@ TEST_F(TextDrafterExact, TargetWindowStaysSmallOnALongHistory) {
   for (int i = 0; i < 300; ++i) text += "and there was light, and it was good " + std::to_string(i) + ". ";
   std::vector<int32_t> ids = target_->encode(text);
   TextDrafter d(std::make_unique<testing::ScriptedTextLm>(text, std::vector<size_t>{}), testing::draft_tokenizer(),
-                *target_);
+                *target_, testing::scripted_options());
   const size_t first = ids.size() / 2;
   d.propose(std::span<const int32_t>(ids).first(first), 4);  // the first call encodes everything once
   const auto before = d.counters();
@@ -158,7 +158,7 @@ TEST_F(TextDrafterExact, HistoryEndingInASpecialOrNoisyTextStillExtendsExactly) 
   }
   std::string text = target_->decode(ids) + ": and there was light.";
   TextDrafter d(std::make_unique<testing::ScriptedTextLm>(text, std::vector<size_t>{}), testing::draft_tokenizer(),
-                *target_);
+                *target_, testing::scripted_options());
   auto p = d.propose(ids, 4);
   // The window starts at " l" (a forced piece start): its re-encoding is " light", not the
   // history's single bytes, so nothing is proposed rather than something inexact.
@@ -169,7 +169,7 @@ TEST_F(TextDrafterExact, HistoryEndingInASpecialOrNoisyTextStillExtendsExactly) 
   with_special.push_back(*target_->special_id("<|end_of_msg|>"));
   std::string text2 = target_->decode(with_special) + "And there was light, and";
   TextDrafter d2(std::make_unique<testing::ScriptedTextLm>(text2, std::vector<size_t>{}), testing::draft_tokenizer(),
-                 *target_);
+                 *target_, testing::scripted_options());
   auto p2 = d2.propose(with_special, 3);
   std::vector<int32_t> want = target_->encode("And there was light, and");
   ASSERT_FALSE(p2.empty());

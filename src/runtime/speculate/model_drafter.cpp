@@ -19,18 +19,23 @@ ModelDrafter::ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t targ
 
 void ModelDrafter::sync(std::span<const int32_t> history) {
   if (history.empty()) return;
-  // Keep the longest common prefix of what was fed and the history; KDA state cannot be cut
-  // back, so a divergence means replaying from the start (cheap for a small draft model).
-  size_t common = 0;
-  while (common < fed_.size() && common < history.size() && fed_[common] == history[common]) ++common;
-  if (common < fed_.size()) {
+  const size_t end = history.size() - 1;  // feed everything but the pending token
+  // The state must have consumed exactly history[start_, start_ + fed_.size()). KDA state cannot
+  // be cut back, so a history that diverges from it (a new request) means replaying from the
+  // start, and a long pause means restarting from a recent window.
+  const bool in_step = start_ + fed_.size() <= end &&
+                       std::equal(fed_.begin(), fed_.end(), history.begin() + long(start_));
+  if (!in_step) {
     state_.reset();
     fed_.clear();
-    common = 0;
+    start_ = 0;
+  } else if (!fed_.empty() && end - (start_ + fed_.size()) > kPauseWindow) {
+    state_.reset();
+    fed_.clear();
+    start_ = end - kPauseWindow;
   }
-  // Feed everything but the last token; it is fed by the first draft step below.
-  if (history.size() - 1 > fed_.size()) {
-    auto chunk = history.subspan(fed_.size(), history.size() - 1 - fed_.size());
+  if (end > start_ + fed_.size()) {
+    auto chunk = history.subspan(start_ + fed_.size(), end - start_ - fed_.size());
     model_->forward(state_, chunk, model::PassOptions{}, logits_.data());
     fed_.insert(fed_.end(), chunk.begin(), chunk.end());
   }

@@ -22,7 +22,11 @@ class ModelDrafter : public Drafter {
   void sync(std::span<const int32_t> history);
   std::unique_ptr<model::KimiModel> model_;
   model::SequenceState state_;
-  std::vector<int32_t> fed_;  // tokens the draft state has consumed
+  std::vector<int32_t> fed_;  // tokens the draft state has consumed: history[start_, start_ + fed_.size())
+  size_t start_ = 0;
+  // After a pause longer than this (drafting was off), the draft restarts from the last this-many
+  // tokens instead of consuming the whole pause: a probe then costs a bounded catch-up.
+  static constexpr size_t kPauseWindow = 64;
   std::vector<float> logits_;
 };
 

@@ -124,15 +124,31 @@ void TextDrafter::sync_frozen(std::span<const int32_t> history) {
 }
 
 void TextDrafter::sync_draft(const std::vector<int32_t>& context) {
-  // Keep the draft's cache for the longest common prefix; always run at least the last id, whose
-  // logits start the continuation.
-  const size_t common = common_prefix(fed_, context);
-  if (common == context.size() && fed_.size() == context.size() && logits_current_) return;
-  size_t keep = std::min(common, context.size() - 1);
+  // The draft's cache holds fed_ = context[fed_start_, ...) (fed_start_ > 0 after a long pause,
+  // see TextDrafterOptions::pause_window). Keep its longest common prefix with the context; always run at least the
+  // last id, whose logits start the continuation.
+  const std::span<const int32_t> all(context);
+  if (fed_start_ >= all.size() || (fed_start_ > 0 && common_prefix(fed_, all.subspan(fed_start_)) == 0)) {
+    fed_start_ = 0;  // the history moved under the window: start over
+    fed_.clear();
+    draft_->truncate(0);
+    logits_current_ = false;
+  }
+  const std::span<const int32_t> ctx = all.subspan(fed_start_);
+  size_t common = common_prefix(fed_, ctx);
+  if (common == ctx.size() && fed_.size() == ctx.size() && logits_current_) return;
+  if (o_.pause_window > 0 && !fed_.empty() && ctx.size() - common > o_.pause_window) {
+    // Drafting was off for a while: restart from the recent window instead of feeding the pause.
+    fed_start_ = all.size() - o_.pause_window;
+    ++counters_.window_restarts;
+    common = 0;
+  }
+  const std::span<const int32_t> win = all.subspan(fed_start_);
+  size_t keep = std::min(common, win.size() - 1);
   draft_->truncate(int64_t(keep));
   fed_.resize(keep);
-  for (size_t at = keep; at < context.size(); at += kFeedChunk) {
-    auto chunk = std::span<const int32_t>(context).subspan(at, std::min(kFeedChunk, context.size() - at));
+  for (size_t at = keep; at < win.size(); at += kFeedChunk) {
+    auto chunk = win.subspan(at, std::min(kFeedChunk, win.size() - at));
     draft_->forward(chunk, logits_.data());
     fed_.insert(fed_.end(), chunk.begin(), chunk.end());
   }
@@ -240,10 +256,10 @@ std::vector<int32_t> TextDrafter::propose(std::span<const int32_t> history, int 
   if (max_tokens <= 0 || history.empty()) return {};
   ++counters_.steps;
   context_size_ = 0;
-  std::vector<int32_t> context = draft_context(history);
-  if (context.empty()) return {};
-  sync_draft(context);
-  context_size_ = context.size();
+  context_ = draft_context(history);
+  if (context_.empty()) return {};
+  sync_draft(context_);
+  context_size_ = context_.size();
   const std::optional<size_t> start = window_start(history);
   if (!start) return {};
   const int budget = std::clamp(max_tokens + o_.extra_tokens, 3, std::max(3, o_.max_draft_tokens));

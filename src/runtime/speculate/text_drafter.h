@@ -27,6 +27,10 @@ struct TextDrafterOptions {
   // A target window longer than this without a forced piece start is not re-encoded (no
   // proposal) so that a step never costs more than this many bytes of encoding.
   size_t max_window_bytes = 64 * 1024;
+  // After a pause longer than this many draft ids (drafting was off), the draft restarts from the
+  // last this-many ids of the context instead of consuming the whole pause, so a probe costs a
+  // bounded catch-up. 0: always consume the whole context.
+  size_t pause_window = 96;
 };
 
 // Counters for tests and --stats.
@@ -34,6 +38,7 @@ struct TextDrafterCounters {
   int64_t steps = 0, draft_tokens = 0, proposed = 0;
   int64_t mismatched = 0;      // steps whose re-encoding did not start with the history window
   int64_t draft_reencoded_bytes = 0, target_reencoded_bytes = 0;  // work done per step
+  int64_t window_restarts = 0;  // pauses after which the draft restarted from a recent window
 };
 
 class TextDrafter : public Drafter {
@@ -48,7 +53,7 @@ class TextDrafter : public Drafter {
 
   const TextDrafterCounters& counters() const { return counters_; }
   // The draft ids the last proposal was generated from (the history as draft text), for tests.
-  std::span<const int32_t> last_context() const { return std::span<const int32_t>(fed_).first(context_size_); }
+  std::span<const int32_t> last_context() const { return std::span<const int32_t>(context_).first(context_size_); }
 
  private:
   // Brings frozen_draft_ (the draft ids of a prefix of the history) in step with `history`.
@@ -84,7 +89,9 @@ class TextDrafter : public Drafter {
   // (target count, draft count) of every freeze, so a diverging history rolls back to one.
   std::vector<int32_t> frozen_target_, frozen_draft_;
   std::vector<std::pair<size_t, size_t>> marks_;
-  std::vector<int32_t> fed_;  // draft ids in the draft model's context
+  std::vector<int32_t> context_;  // the history as draft ids, as of the last proposal
+  std::vector<int32_t> fed_;      // draft ids in the draft model's cache: context_[fed_start_, ...)
+  size_t fed_start_ = 0;
   size_t context_size_ = 0;   // how many of them are the history's (the rest were generated)
   std::vector<float> logits_;  // after fed_'s last id when logits_current_
   bool logits_current_ = false;
