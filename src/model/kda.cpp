@@ -138,8 +138,7 @@ void kda_forward(const KimiConfig& c, const KdaWeights& w, KdaLayerState& st, co
   kernels::linear(w.o, o, T, out);
 }
 
-void kda_replay(const KimiConfig& c, KdaLayerState& st, const KdaRowRecord& rec, int64_t rows, int64_t n) {
-  (void)rows;
+void kda_replay(const KimiConfig& c, KdaLayerState& st, const KdaRowRecord& rec, int64_t n) {
   const int64_t P = c.kda_dim(), dk = c.kda_head_dim, heads = c.kda_heads, K = c.conv_kernel;
   const int64_t win = P * (K - 1);
   for (int part = 0; part < 3; ++part)

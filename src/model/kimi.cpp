@@ -190,10 +190,9 @@ void KimiModel::commit_prefix(SequenceState& st, int64_t n) const {
     st.record.valid = false;
     return;
   }
-  const int64_t rows = st.record.rows;
   SequenceState::PassRecord rec = std::move(st.record);
   st.restore(rec.before);
-  for (size_t i = 0; i < st.kda.size(); ++i) kda_replay(config_, st.kda[i], rec.kda[i], rows, n);
+  for (size_t i = 0; i < st.kda.size(); ++i) kda_replay(config_, st.kda[i], rec.kda[i], n);
   st.length_ = rec.before.length + n;
 }
 

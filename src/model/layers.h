@@ -24,7 +24,7 @@ struct KdaScratch {
 void kda_forward(const KimiConfig& c, const KdaWeights& w, KdaLayerState& st, const float* x, int64_t T,
                  KdaRowRecord* rec, KdaScratch& s, float* out);
 // Re-applies the first n recorded rows to `st` (restored to the state before the pass).
-void kda_replay(const KimiConfig& c, KdaLayerState& st, const KdaRowRecord& rec, int64_t rows, int64_t n);
+void kda_replay(const KimiConfig& c, KdaLayerState& st, const KdaRowRecord& rec, int64_t n);
 
 struct MlaScratch {
   FloatBuffer qa, q, kv, gate, attn, per_head;

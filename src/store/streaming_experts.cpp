@@ -247,6 +247,7 @@ void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts
     }
     for (int s : slot_of)
       if (s >= 0) slots_[size_t(s)].pins = std::max(0, slots_[size_t(s)].pins - 1);
+    pinned_now_.clear();  // already unpinned: a later release() must not unpin them again
     throw;
   }
   // From now on these experts are read from their homes and verified against these sums. No
