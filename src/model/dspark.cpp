@@ -120,9 +120,9 @@ std::unique_ptr<DSparkModel> DSparkModel::load(const std::string& dir, const Kim
     lw.kv_b = weight_matrix(ts, layer_name(i, "self_attn.kv_b_proj.weight"), nh * (c.qk_nope_head_dim + c.v_head_dim),
                             c.kv_lora_rank);
     lw.o = weight_matrix(ts, layer_name(i, "self_attn.o_proj.weight"), H, nh * c.v_head_dim);
-    lw.gate = weight_matrix(ts, layer_name(i, "mlp.gate_proj.weight"), c.intermediate_size, H);
-    lw.up = weight_matrix(ts, layer_name(i, "mlp.up_proj.weight"), c.intermediate_size, H);
-    lw.down = weight_matrix(ts, layer_name(i, "mlp.down_proj.weight"), H, c.intermediate_size);
+    lw.mlp.gate = weight_matrix(ts, layer_name(i, "mlp.gate_proj.weight"), c.intermediate_size, H);
+    lw.mlp.up = weight_matrix(ts, layer_name(i, "mlp.up_proj.weight"), c.intermediate_size, H);
+    lw.mlp.down = weight_matrix(ts, layer_name(i, "mlp.down_proj.weight"), H, c.intermediate_size);
     w.layers.push_back(std::move(lw));
   }
   w.final_norm = float_vector(ts, "final_norm.weight", H);
@@ -230,7 +230,7 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const fl
 DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_confidence,
                                     std::vector<float>* base_logits) {
   const format::DSparkConfig& c = config_;
-  const int64_t D = c.num_draft_tokens, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t D = c.num_draft_tokens, H = c.hidden_size, V = c.vocab_size;
   const int64_t r = c.markov_rank;
   DSparkProposal out;
   const int64_t want = std::min<int64_t>(std::max(max_tokens, 0), D);
@@ -243,18 +243,13 @@ DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_
   target_->embed(block_, x);
   float* normed = normed_.resize(static_cast<size_t>(D * H));
   float* delta = attn_.resize(static_cast<size_t>(D * H));
-  float* g = mlp_g_.resize(static_cast<size_t>(D * I));
-  float* u = mlp_u_.resize(static_cast<size_t>(D * I));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const DSparkLayerWeights& w = weights_.layers[size_t(i)];
     for (int64_t t = 0; t < D; ++t) kernels::rmsnorm(x + t * H, w.input_norm.data(), H, c.rms_norm_eps, normed + t * H);
     attention(w, i, normed, D, delta);
     for (int64_t k = 0; k < D * H; ++k) x[k] += delta[k];
     for (int64_t t = 0; t < D; ++t) kernels::rmsnorm(x + t * H, w.post_norm.data(), H, c.rms_norm_eps, normed + t * H);
-    kernels::linear(w.gate, normed, D, g);
-    kernels::linear(w.up, normed, D, u);
-    for (int64_t k = 0; k < D * I; ++k) g[k] = kernels::silu(g[k]) * u[k];
-    kernels::linear(w.down, g, D, delta);
+    swiglu_forward(w.mlp, normed, D, mlp_scratch_, delta);
     for (int64_t k = 0; k < D * H; ++k) x[k] += delta[k];
   }
 

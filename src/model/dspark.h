@@ -14,6 +14,7 @@
 #include "format/safetensors.h"
 #include "model/kimi.h"
 #include "model/kimi_weights.h"
+#include "model/layers.h"
 
 namespace sluice::model {
 
@@ -22,7 +23,8 @@ std::vector<TensorSpec> dspark_roster(const format::DSparkConfig& c);
 
 struct DSparkLayerWeights {
   std::vector<float> input_norm, post_norm, q_a_norm, kv_a_norm;
-  Weight q_a, q_b, kv_a, kv_b, o, gate, up, down;
+  Weight q_a, q_b, kv_a, kv_b, o;
+  MlpWeights mlp;
 };
 
 struct DSparkWeights {
@@ -93,7 +95,8 @@ class DSparkModel {
   int64_t length_ = 0, capacity_ = 0;
 
   // Scratch reused across calls.
-  FloatBuffer ctx_, kv_, x_, normed_, attn_, mlp_g_, mlp_u_, q_a_, q_, per_head_, heads_, final_, logits_, bias_, u_;
+  FloatBuffer ctx_, kv_, x_, normed_, attn_, q_a_, q_, per_head_, heads_, final_, logits_, bias_, u_;
+  MlpScratch mlp_scratch_;
 };
 
 }  // namespace sluice::model

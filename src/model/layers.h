@@ -37,6 +37,8 @@ struct MlpScratch {
   FloatBuffer g, u;
 };
 void mlp_forward(const KimiConfig& c, const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out);
+// The SiLU-gated MLP (SwiGLU) of Qwen3 and DSpark: out = down(silu(gate·x) ⊙ up·x).
+void swiglu_forward(const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out);
 
 // Counters of one MoE pass, summed by the caller.
 struct MoeCounters {

@@ -21,14 +21,30 @@ void gated_activation(const KimiConfig& c, const float* g, const float* u, int64
   }
 }
 
-void mlp_forward(const KimiConfig& c, const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out) {
+namespace {
+
+// down(act(gate·x, up·x)) for T rows; act(g, u, n) overwrites g.
+template <typename Act>
+void gated_mlp(const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out, Act act) {
   const int64_t I = w.gate.rows;
   float* g = s.g.resize(size_t(T * I));
   float* u = s.u.resize(size_t(T * I));
   kernels::linear(w.gate, x, T, g);
   kernels::linear(w.up, x, T, u);
-  gated_activation(c, g, u, T * I, g);
+  act(g, u, T * I);
   kernels::linear(w.down, g, T, out);
+}
+
+}  // namespace
+
+void mlp_forward(const KimiConfig& c, const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out) {
+  gated_mlp(w, x, T, s, out, [&](float* g, const float* u, int64_t n) { gated_activation(c, g, u, n, g); });
+}
+
+void swiglu_forward(const MlpWeights& w, const float* x, int64_t T, MlpScratch& s, float* out) {
+  gated_mlp(w, x, T, s, out, [](float* g, const float* u, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) g[i] = kernels::silu(g[i]) * u[i];
+  });
 }
 
 void moe_route(const KimiConfig& c, const MoeWeights& w, const float* x, int64_t T, MoeScratch& s) {

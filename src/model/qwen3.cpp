@@ -58,9 +58,9 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const std::string& dir) {
     w.o = weight_matrix(ts, L + "self_attn.o_proj.weight", H, c.q_dim());
     w.q_norm = float_vector(ts, L + "self_attn.q_norm.weight", D);
     w.k_norm = float_vector(ts, L + "self_attn.k_norm.weight", D);
-    w.gate = weight_matrix(ts, L + "mlp.gate_proj.weight", I, H);
-    w.up = weight_matrix(ts, L + "mlp.up_proj.weight", I, H);
-    w.down = weight_matrix(ts, L + "mlp.down_proj.weight", H, I);
+    w.mlp.gate = weight_matrix(ts, L + "mlp.gate_proj.weight", I, H);
+    w.mlp.up = weight_matrix(ts, L + "mlp.up_proj.weight", I, H);
+    w.mlp.down = weight_matrix(ts, L + "mlp.down_proj.weight", H, I);
     m->layers_.push_back(std::move(w));
   }
   // transformers computes the frequencies in fp32: 1 / theta^(2i / head_dim).
@@ -125,7 +125,7 @@ void Qwen3Model::attention(const Layer& w, Qwen3State& st, size_t layer, int64_t
 
 void Qwen3Model::forward(Qwen3State& st, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
   const format::Qwen3Config& c = config_;
-  const int64_t T = static_cast<int64_t>(tokens.size()), H = c.hidden_size, I = c.intermediate_size;
+  const int64_t T = static_cast<int64_t>(tokens.size()), H = c.hidden_size;
   if (T == 0) fail("forward pass with no tokens");
   if (opt.capture) fail("Qwen3 passes do not hand out hidden rows (PassOptions::capture is for Kimi targets)");
   const int64_t base = st.length_;
@@ -146,18 +146,13 @@ void Qwen3Model::forward(Qwen3State& st, std::span<const int32_t> tokens, const 
   embed_tokens(embed_, tokens, h);
   float* normed = normed_.resize(static_cast<size_t>(T * H));
   float* out = out_.resize(static_cast<size_t>(T * H));
-  float* g = gate_.resize(static_cast<size_t>(T * I));
-  float* u = up_.resize(static_cast<size_t>(T * I));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(h + t * H, w.input_norm.data(), H, c.rms_norm_eps, normed + t * H);
     attention(w, st, l, base, T, normed, out);
     for (int64_t i = 0; i < T * H; ++i) h[i] += out[i];
     for (int64_t t = 0; t < T; ++t) kernels::rmsnorm(h + t * H, w.post_norm.data(), H, c.rms_norm_eps, normed + t * H);
-    kernels::linear(w.gate, normed, T, g);
-    kernels::linear(w.up, normed, T, u);
-    for (int64_t i = 0; i < T * I; ++i) g[i] = kernels::silu(g[i]) * u[i];
-    kernels::linear(w.down, g, T, out);
+    swiglu_forward(w.mlp, normed, T, mlp_scratch_, out);
     for (int64_t i = 0; i < T * H; ++i) h[i] += out[i];
   }
   const int64_t rows = opt.all_logits ? T : 1;

@@ -13,6 +13,7 @@
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
 #include "kernels/cpu/kernels.h"
+#include "model/layers.h"
 #include "model/pass_options.h"
 
 namespace sluice::model {
@@ -58,7 +59,8 @@ class Qwen3Model {
 
  private:
   struct Layer {
-    kernels::Weight q, k, v, o, gate, up, down;
+    kernels::Weight q, k, v, o;
+    MlpWeights mlp;
     std::vector<float> input_norm, post_norm, q_norm, k_norm;
   };
 
@@ -73,7 +75,8 @@ class Qwen3Model {
   std::vector<float> inv_freq_;  // RoPE frequencies, [head_dim / 2]
 
   // Scratch reused across passes (grown as needed).
-  FloatBuffer h_, normed_, q_, k_, v_, attn_, out_, gate_, up_, final_, cos_, sin_, scores_;
+  FloatBuffer h_, normed_, q_, k_, v_, attn_, out_, final_, cos_, sin_, scores_;
+  MlpScratch mlp_scratch_;
 };
 
 }  // namespace sluice::model
