@@ -7,14 +7,7 @@
 set -euo pipefail
 sluice=$1
 src=$2
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-source "$src/tests/e2e/serve/lib.sh"
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 target="$src/models/default/target"
 draft="$src/models/default/draft-qwen3"
 
@@ -58,9 +51,7 @@ echo "ok   refused: $err"
 # The server builds the same drafter: greedy completions equal those of a server without one.
 command -v curl >/dev/null || { echo "SKIP serve part: curl not installed"; exit 0; }
 start_server plain --model "$target"
-pids+=("$plain_pid")
 start_server drafted --model "$target" --draft "model:$draft"
-pids+=("$drafted_pid")
 req='{"model": "target", "prompt": "And God saw the light, that it was good", "max_tokens": 40, "temperature": 0}'
 for name in plain drafted; do
   url_var="${name}_url"

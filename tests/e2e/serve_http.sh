@@ -7,20 +7,12 @@
 set -euo pipefail
 sluice=$1
 src=$2
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-source "$src/tests/e2e/serve/lib.sh"
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 0; }
 
 make_model "$work/tiny" k3
 make_model "$work/qwen" qwen3
 start_server k3 --model "$work/tiny" --model-id tiny --queue 0 --max-request-bytes 65536 --api-key sekret
-pids+=("$k3_pid")
 auth=(-H "Authorization: Bearer sekret")
 
 # post PATH BODY -> sets $code; body in $work/out.json
@@ -168,7 +160,6 @@ post /v1/completions "$req"
 
 # Qwen3 ChatML: a qwen3-format tokenizer serves chat with the same API.
 start_server qwen --model "$work/qwen" --model-id qwen-tiny
-pids+=("$qwen_pid")
 code=$(curl -s -o "$work/out.json" -w '%{http_code}' --data-binary \
   '{"model":"qwen-tiny","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0}' \
   "$qwen_url/v1/chat/completions")

@@ -8,17 +8,9 @@ set -euo pipefail
 sluice=$1
 src=$2
 command -v node >/dev/null || { echo "SKIP: node not installed"; exit 0; }
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-source "$src/tests/e2e/serve/lib.sh"
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 make_model "$work/tiny" k3
 start_server srv --model "$work/tiny" --model-id tiny --queue 4
-pids+=("$srv_pid")
 SLUICE_URL="$srv_url" SLUICE_PID="$srv_pid" node "$src/tests/e2e/serve/load.mjs" \
   --rounds "${SLUICE_LOAD_ROUNDS:-6}" --requests "${SLUICE_LOAD_REQUESTS:-40}" --clients 8
 kill -0 "$srv_pid" || fail "the server died under load"

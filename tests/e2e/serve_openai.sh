@@ -18,17 +18,9 @@ if [ ! -f "$deps/node_modules/openai/package.json" ]; then
     exit 0
   fi
 fi
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-source "$src/tests/e2e/serve/lib.sh"
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 make_model "$work/tiny" k3
 start_server srv --model "$work/tiny" --model-id tiny --queue 1 --api-key test-key
-pids+=("$srv_pid")
 SLUICE_URL="$srv_url/v1" SLUICE_KEY=test-key SLUICE_OPENAI_DIR="$deps" \
   node --test --test-reporter=spec "$src/tests/e2e/serve/openai.test.mjs"
 stop_server "$srv_pid"

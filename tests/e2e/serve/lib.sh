@@ -1,7 +1,15 @@
 # Shared by tests/e2e/serve*.sh (sourced): a tiny random K3-architecture model with a byte-level
 # tokenizer (256 byte ranks + 256 reserved ids = the model's 512; K3 or Qwen3 specials, the chat
 # end marker on the model's eos id 509), and a server started on a free loopback port.
-# Needs: $sluice (binary) and $work (scratch dir) set by the caller.
+# Needs: $sluice (binary). Sourcing makes the scratch dir $work and a trap that kills every server
+# start_server started and removes $work when the script exits.
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # The system interpreter: a version-manager shim costs a second per call on a busy machine.
@@ -36,6 +44,7 @@ start_server() {
   : >"$work/$name.log"
   "$sluice" serve --port 0 "$@" 2>"$work/$name.log" &
   local pid=$!
+  pids+=("$pid")
   local port=""
   for _ in $(seq 1 600); do
     port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)
