@@ -468,25 +468,11 @@ TEST(DSparkDrafter, ConfidenceCutKeepsAPrefixOfConfidentDrafts) {
 
 TEST(DSparkStreamed, StreamedVerifyPassesGiveTheResidentTokens) {
   testing::TempDir dir("dspark-stream");
-  model::TinySpec s = testing::tiny_k3_spec();
-  s.experts = 24;
-  model::write_tiny_checkpoint(s, dir / "m");
-  auto prompt = prompt_of(10, 4, int(s.vocab));
-  std::vector<int32_t> ref;
-  {
-    auto m = model::KimiModel::load(dir / "m");
-    auto st = m->new_state();
-    ref = runtime::generate(*m, st, prompt, {.max_new = 16, .stop_at_eos = false}).generated;
-    model::write_tiny_dspark({}, m->config(), dir / "ds");
-  }
-  store::PrepareOptions po;
-  po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
-  po.measure = false;
-  store::prepare_experts(dir / "m", po);
-  runtime::EngineOptions eo;
-  eo.model_dir = dir / "m";
-  eo.cache_gb = 12 * 4096 * 3 / 1e9;  // a handful of slots: every verify pass streams
-  auto e = runtime::Engine::load(eo);
+  auto prompt = prompt_of(10, 4, int(testing::streamed_tiny_spec().vocab));
+  auto t = testing::streamed_tiny(dir, prompt, 16,
+                                  [&](const model::KimiModel& m) { model::write_tiny_dspark({}, m.config(), dir / "ds"); });
+  const auto& ref = t.ref;
+  auto& e = t.engine;
   ASSERT_TRUE(e->streaming());
   for (int depth : {-1, 4}) {
     auto ds = runtime::DSparkDrafter::load(dir / "ds", e->model());

@@ -1,10 +1,18 @@
 // Helpers for model tests: temporary directories and tiny checkpoints written by make-tiny.
 #pragma once
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
+#include "model/kimi.h"
 #include "model/tiny_checkpoint.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "store/prepare.h"
 
 namespace sluice::testing {
 
@@ -59,6 +67,44 @@ inline model::TinySpec tiny_linear_spec() {
   s.routed_scaling = 2.0;
   s.shards = 1;
   return s;
+}
+
+// A tiny K3 checkpoint with 24 experts per layer in dir/m, its experts packed onto two homes and
+// loaded streaming with a handful of cache slots, so that every verify pass streams. `ref` is the
+// greedy continuation (max_new tokens) of `prompt` with every expert resident; `with_resident`
+// (optional) gets that resident model before the experts are packed.
+struct StreamedTiny {
+  model::TinySpec spec;
+  std::vector<int32_t> ref;
+  std::unique_ptr<runtime::Engine> engine;
+};
+
+inline model::TinySpec streamed_tiny_spec() {
+  model::TinySpec s = tiny_k3_spec();
+  s.experts = 24;
+  return s;
+}
+
+inline StreamedTiny streamed_tiny(const TempDir& dir, std::span<const int32_t> prompt, int64_t max_new,
+                                  const std::function<void(const model::KimiModel&)>& with_resident = {}) {
+  StreamedTiny t;
+  t.spec = streamed_tiny_spec();
+  model::write_tiny_checkpoint(t.spec, dir / "m");
+  {
+    auto m = model::KimiModel::load(dir / "m");
+    auto st = m->new_state();
+    t.ref = runtime::generate(*m, st, prompt, {.max_new = max_new, .stop_at_eos = false}).generated;
+    if (with_resident) with_resident(*m);
+  }
+  store::PrepareOptions po;
+  po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
+  po.measure = false;
+  store::prepare_experts(dir / "m", po);
+  runtime::EngineOptions eo;
+  eo.model_dir = dir / "m";
+  eo.cache_gb = 12 * 4096 * 3 / 1e9;  // a handful of slots: every verify pass streams
+  t.engine = runtime::Engine::load(eo);
+  return t;
 }
 
 }  // namespace sluice::testing

@@ -134,26 +134,12 @@ INSTANTIATE_TEST_SUITE_P(Arch, DraftEquality, ::testing::Values(0, 1),
 
 TEST(DraftStreamed, StreamedVerifyPassesGiveTheResidentTokens) {
   testing::TempDir dir("draft-stream");
-  model::TinySpec s = testing::tiny_k3_spec();
-  s.experts = 24;
-  model::write_tiny_checkpoint(s, dir / "m");
-  auto prompt = make_prompt(10, 4, int(s.vocab));
-  std::vector<int32_t> ref;
-  {
-    auto m = model::KimiModel::load(dir / "m");
-    auto st = m->new_state();
-    ref = runtime::generate(*m, st, prompt, {.max_new = 16, .stop_at_eos = false}).generated;
-  }
-  store::PrepareOptions po;
-  po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
-  po.measure = false;
-  store::prepare_experts(dir / "m", po);
-  runtime::EngineOptions eo;
-  eo.model_dir = dir / "m";
-  eo.cache_gb = 12 * 4096 * 3 / 1e9;  // a handful of slots: every verify pass streams
-  auto e = runtime::Engine::load(eo);
+  auto prompt = make_prompt(10, 4, int(testing::streamed_tiny_spec().vocab));
+  auto t = testing::streamed_tiny(dir, prompt, 16);
+  const auto& ref = t.ref;
+  auto& e = t.engine;
   ASSERT_TRUE(e->streaming());
-  OracleDrafter wrong(ref, prompt.size(), 3, int32_t(s.vocab));
+  OracleDrafter wrong(ref, prompt.size(), 3, int32_t(t.spec.vocab));
   auto st = e->model().new_state();
   auto r = runtime::generate(e->model(), st, prompt, {.max_new = 16, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 5});
   EXPECT_EQ(r.generated, ref);
