@@ -352,10 +352,13 @@ class K3(nn.Module):
         return F.linear(situ(F.linear(x, self.w(p + "gate_proj.weight")), F.linear(x, self.w(p + "up_proj.weight")),
                              self.beta_g, self.beta_u), self.w(p + "down_proj.weight")).float()
 
-    def forward(self, ids):
-        """ids [B, T] -> logits [B, T, V] (fp32)."""
+    def forward(self, ids, capture=None):
+        """ids [B, T] -> logits [B, T, V] (fp32). With capture (zero-based layer ids) -> (logits,
+        rows [B, T, len(capture)*H] fp32): each listed layer's output `hidden` (the AttnRes partial
+        after spec §2.3 step 8, what kimi_ref captures and DSpark reads)."""
         hidden = self.w("model.embed_tokens.weight")[ids].float()
         anchors = []
+        rows = {}
         for l in range(self.L):
             p = f"model.layers.{l}."
             a_in = hidden if not anchors else self.attn_res(anchors + [hidden], p + "self_attention_res_norm.weight",
@@ -370,8 +373,13 @@ class K3(nn.Module):
             prefix = prefix_before + attn_out.float()
             m_in = self.attn_res(anchors + [prefix], p + "mlp_res_norm.weight", p + "mlp_res_proj.weight")
             hidden = prefix + self.mlp(l, rms_norm(m_in, self.w(p + "post_attention_layernorm.weight"), self.eps))
+            if capture is not None and l in capture:
+                rows[l] = hidden
         mix = self.attn_res(anchors + [hidden], "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight")
-        return F.linear(rms_norm(mix, self.w("model.norm.weight"), self.eps), self.w("lm_head.weight")).float()
+        logits = F.linear(rms_norm(mix, self.w("model.norm.weight"), self.eps), self.w("lm_head.weight")).float()
+        if capture is None:
+            return logits
+        return logits, torch.cat([rows[l].float() for l in capture], dim=-1)
 
     @torch.no_grad()
     def update_router_bias(self, rate):

@@ -130,29 +130,8 @@ def load_target(target_dir, dev):
 
 
 def target_forward(m, ids, capture):
-    """k3_model.K3.forward (same steps, same sub-layers) returning (logits [B,T,V] fp32, rows
-    [B,T,len(capture)*H] fp32): rows = each captured layer's output `hidden`, as kimi_ref's capture."""
-    hidden = m.w("model.embed_tokens.weight")[ids].float()
-    anchors = []
-    rows = {}
-    for l in range(m.L):
-        p = f"model.layers.{l}."
-        a_in = hidden if not anchors else m.attn_res(anchors + [hidden], p + "self_attention_res_norm.weight",
-                                                     p + "self_attention_res_proj.weight")
-        if l % m.block == 0:
-            anchors.append(hidden)
-            prefix_before = torch.zeros_like(hidden)
-        else:
-            prefix_before = hidden
-        x = k3_model.rms_norm(a_in, m.w(p + "input_layernorm.weight"), m.eps)
-        attn_out = m.kda(l, x) if m.kinds[l] == "kda" else m.mla(l, x)
-        prefix = prefix_before + attn_out.float()
-        m_in = m.attn_res(anchors + [prefix], p + "mlp_res_norm.weight", p + "mlp_res_proj.weight")
-        hidden = prefix + m.mlp(l, k3_model.rms_norm(m_in, m.w(p + "post_attention_layernorm.weight"), m.eps))
-        rows[l] = hidden
-    mix = m.attn_res(anchors + [hidden], "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight")
-    logits = F.linear(k3_model.rms_norm(mix, m.w("model.norm.weight"), m.eps), m.w("lm_head.weight")).float()
-    return logits, torch.cat([rows[l].float() for l in capture], dim=-1)
+    """(logits [B,T,V] fp32, rows [B,T,len(capture)*H] fp32) from k3_model.K3.forward's capture."""
+    return m.forward(ids, capture)
 
 
 @torch.no_grad()
@@ -451,7 +430,7 @@ def main():
         "vocab_size": V,
     }
 
-    # -- capture check: target_forward == K3.forward (logits) --
+    # -- capture check: a forward with capture gives the logits of one without --
     # In strict fp32 (no TF32): a TF32 rounding difference can flip a router's top-k choice and move
     # logits by percents, which would hide a real mismatch in noise.
     tf32 = torch.backends.cuda.matmul.allow_tf32
