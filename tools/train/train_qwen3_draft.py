@@ -15,7 +15,6 @@ Usage: python train_qwen3_draft.py CORPUS_DIR OUT [--seconds 90]
 """
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -24,17 +23,14 @@ import time
 
 import torch
 
-DOC_SEP = "\n\f\n"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tok_train import read_docs  # noqa: E402  (documents of the corpus files, split as make_corpus.py wrote them)
+
 # Qwen2/Qwen3 tokenizer.json pre-tokenizer pattern.
 QWEN_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
             r"|\s+(?!\S)|\s+")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 2048  # ordinary tokens (256 bytes + merges); specials follow
-
-
-def read_docs(path):
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [d for d in fh.read().split(DOC_SEP) if d.strip()]
 
 
 def train_tokenizer(docs, out_dir):
