@@ -13,6 +13,14 @@ command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 0; }
 make_model "$work/tiny" k3
 make_model "$work/qwen" qwen3
 start_server k3 --model "$work/tiny" --model-id tiny --queue 0 --max-request-bytes 65536 --api-key sekret
+# wait_idle WHY: the k3 server stops generating within 2 s, else fail naming WHY.
+wait_idle() {
+  for _ in $(seq 1 40); do
+    curl -s "$k3_url/health" | python3 -c "import json,sys; sys.exit(1 if json.load(sys.stdin)['generating'] else 0)" && return 0
+    sleep 0.05
+  done
+  fail "generation went on after $1"
+}
 auth=(-H "Authorization: Bearer sekret")
 
 # post PATH BODY -> sets $code; body in $work/out.json
@@ -134,27 +142,13 @@ expect_error 429 None "'rate_limit_exceeded'"
 before=$(curl -s "$k3_url/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['completed'])")
 wait "$curl_pid" || true
 grep -q '^data: {' "$work/long_sse.txt" || fail "the long stream sent no chunk before the disconnect"
-idle=0
-for _ in $(seq 1 40); do
-  if curl -s "$k3_url/health" | python3 -c "import json,sys; sys.exit(1 if json.load(sys.stdin)['generating'] else 0)"; then
-    idle=1; break
-  fi
-  sleep 0.05
-done
-[ "$idle" = 1 ] || fail "generation went on after its streaming client disconnected"
+wait_idle "its streaming client disconnected"
 after=$(curl -s "$k3_url/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['completed'])")
 [ "$before" = "$after" ] || fail "a cancelled generation was counted as completed ($before -> $after)"
 # The same for a non-streaming client.
 curl -s "${auth[@]}" --max-time 1 --data-binary '{"model":"tiny","prompt":"a","max_tokens":30000,"ignore_eos":true}' \
   "$k3_url/v1/completions" >/dev/null 2>&1 || true
-idle=0
-for _ in $(seq 1 40); do
-  if curl -s "$k3_url/health" | python3 -c "import json,sys; sys.exit(1 if json.load(sys.stdin)['generating'] else 0)"; then
-    idle=1; break
-  fi
-  sleep 0.05
-done
-[ "$idle" = 1 ] || fail "generation went on after its non-streaming client disconnected"
+wait_idle "its non-streaming client disconnected"
 post /v1/completions "$req"
 [ "$code" = 200 ] || fail "request after disconnects: $code"
 
