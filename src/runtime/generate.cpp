@@ -178,7 +178,6 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
                                .seconds = (step.ms - catch_up_ms) / 1e3,
                                .union_experts = step.union_experts,
                                .missed_experts = step.missed_experts,
-                               .bytes_read = step.bytes_read,
                                .expert_bytes = reads1.expert_bytes,
                                .read_bytes_per_second = reads1.bytes_per_second});
     ++r.steps;

@@ -42,7 +42,7 @@ SimResult simulate(DraftController& c, const SimCosts& k, int steps, uint32_t se
                         (k.compute1 + k.compute_per_row * (w - 1) + missed * k.expert_bytes / k.bandwidth);
     c.record(StepCost{.width = w, .proposed = d, .accepted = accepted, .seconds = secs,
                       .union_experts = uint64_t(uni), .missed_experts = uint64_t(missed),
-                      .bytes_read = uint64_t(missed * k.expert_bytes), .expert_bytes = uint64_t(k.expert_bytes),
+                      .expert_bytes = uint64_t(k.expert_bytes),
                       .read_bytes_per_second = k.bandwidth});
     r.steps += 1;
     r.drafted_steps += d > 0;

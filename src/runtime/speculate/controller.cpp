@@ -29,29 +29,31 @@ double DraftController::read_seconds(double misses) const {
   return bandwidth_ > 0 ? misses * expert_bytes_ / bandwidth_ : 0.0;
 }
 
+int DraftController::widest_measured() const {
+  for (int w = int(t_.size()) - 1; w >= 2; --w)
+    if (n_[size_t(w)] > 0) return w;
+  return 0;
+}
+
+double DraftController::union_growth() const {
+  // Before any wider pass, pessimistically a whole row's worth of experts per extra row.
+  const int w = widest_measured();
+  return w > 0 ? std::max(0.0, (u_[size_t(w)] - u_[1]) / (w - 1)) : u_[1];
+}
+
 double DraftController::predicted_seconds(int width) const {
   if (n_[1] == 0) return 1.0;  // nothing measured yet
   const double read1 = read_seconds(u_[1] * miss_rate_);
   const double compute1 = std::max(0.0, t_[1] - read1);
-  // Union growth and compute growth per extra row, from the widest measured pass.
-  double g = u_[1], c = 0.25 * compute1;
-  for (int w = int(t_.size()) - 1; w >= 2; --w) {
-    if (n_[size_t(w)] == 0) continue;
-    g = std::max(0.0, (u_[size_t(w)] - u_[1]) / (w - 1));
-    c = std::max(0.0, (t_[size_t(w)] - read_seconds(u_[size_t(w)] * miss_rate_) - compute1) / (w - 1));
-    break;
-  }
-  return compute1 + c * (width - 1) + read_seconds((u_[1] + g * (width - 1)) * miss_rate_);
+  // Compute growth per extra row, from the widest measured pass (else a quarter of a row).
+  const int w = widest_measured();
+  const double c = w > 0 ? std::max(0.0, (t_[size_t(w)] - read_seconds(u_[size_t(w)] * miss_rate_) - compute1) / (w - 1))
+                         : 0.25 * compute1;
+  return compute1 + c * (width - 1) + read_seconds((u_[1] + union_growth() * (width - 1)) * miss_rate_);
 }
 
 double DraftController::predicted_extra_bytes(int width) const {
-  double g = u_[1];
-  for (int w = int(t_.size()) - 1; w >= 2; --w)
-    if (n_[size_t(w)] > 0) {
-      g = std::max(0.0, (u_[size_t(w)] - u_[1]) / (w - 1));
-      break;
-    }
-  return g * (width - 1) * miss_rate_ * expert_bytes_;
+  return union_growth() * (width - 1) * miss_rate_ * expert_bytes_;
 }
 
 double DraftController::time_for(int width) const {

@@ -38,8 +38,8 @@ struct StepCost {
   int proposed = 0, accepted = 0;  // drafts proposed and accepted
   double seconds = 0;              // whole step (drafting + verify + commit)
   // From the expert store (0 when experts are resident): experts the pass asked for (its union,
-  // summed over MoE layers), how many of them had to be read, and bytes read during the step.
-  uint64_t union_experts = 0, missed_experts = 0, bytes_read = 0;
+  // summed over MoE layers) and how many of them had to be read.
+  uint64_t union_experts = 0, missed_experts = 0;
   uint64_t expert_bytes = 0;       // bytes per expert record
   double read_bytes_per_second = 0;  // the drives' current bandwidth
 };
@@ -59,6 +59,8 @@ class DraftController {
 
  private:
   double time_for(int width) const;
+  int widest_measured() const;   // the widest drafted width measured so far (0: none)
+  double union_growth() const;   // experts added to a pass's union per extra row
   double read_seconds(double misses) const;
   ControllerOptions o_;
   double accept_ = 0.6;              // accepted / judged drafts, from decayed sums (0.6 before any)
