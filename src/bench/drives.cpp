@@ -17,7 +17,6 @@
 #include "bench/svg.h"
 #include "core/arena.h"
 #include "core/error.h"
-#include "format/kimi_config.h"
 #include "format/safetensors.h"
 #include "store/manifest.h"
 
@@ -73,7 +72,6 @@ nlohmann::json measure_drives(const DriveOptions& opt) {
   };
   std::optional<store::Manifest> manifest;
   std::string manifest_file, config_text;
-  format::KimiConfig config;
   if (!opt.model.empty()) {
     manifest_file = store::manifest_path(opt.model);
     if (!fs::exists(manifest_file)) fail("--model ", opt.model, ": no expert manifest (", manifest_file, "); run `sluice prepare` first");
@@ -82,9 +80,9 @@ nlohmann::json measure_drives(const DriveOptions& opt) {
     std::stringstream ss;
     ss << in.rdbuf();
     config_text = ss.str();
-    config = format::parse_kimi_config(config_text, opt.model + "/config.json");
-    manifest = store::read_manifest(manifest_file, config,
-                                    store::model_identity(config_text, store::ExpertLayout::from_config(config)));
+    if (!opt.expert_bank) fail("--model ", opt.model, ": reading its manifest needs the model's expert bank (DriveOptions::expert_bank)");
+    const store::ExpertBank bank = opt.expert_bank(config_text, opt.model + "/config.json");
+    manifest = store::read_manifest(manifest_file, bank, store::model_identity(config_text, bank.layout));
   }
   uint64_t record = opt.record_bytes ? opt.record_bytes : manifest ? manifest->layout.slot_bytes : (2u << 20);
   std::vector<std::vector<RecordRef>> records;

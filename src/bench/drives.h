@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/expert_bank.h"
+
 namespace sluice::bench {
 
 struct DriveOptions {
@@ -21,6 +23,8 @@ struct DriveOptions {
   uint64_t probe_bytes = 0;     // > 0: write <home>/sluice-drive-probe.bin of this size if a home has too little data
   bool write_home_files = true;
   std::function<void(const std::string&)> log;
+  // The expert bank of the model's config.json (model::expert_bank_from_config); required with model.
+  store::ExpertBankFromConfig expert_bank;
 };
 
 // Measures and stores; returns the full result (also written to --out when the CLI asks).

@@ -11,7 +11,6 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
 #include "store/manifest.h"
 
 namespace sluice::bench {
@@ -55,6 +54,13 @@ ArmSpec parse_arm(const std::string& spec) {
     if (!(std::isalnum((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.'))
       fail("--arm '", spec, "': name '", a.name, "' may hold only letters, digits, '_', '-' and '.'");
   if (colon != std::string::npos) a.flags = split_flags(spec.substr(colon + 1));
+  for (size_t i = 0; i < a.flags.size(); ++i) {
+    if (a.flags[i] != "--binary") continue;
+    if (i + 1 >= a.flags.size()) fail("--arm '", spec, "': --binary needs a path");
+    a.binary = a.flags[i + 1];
+    a.flags.erase(a.flags.begin() + long(i), a.flags.begin() + long(i) + 2);
+    break;
+  }
   for (const auto& f : a.flags)
     for (const char* reserved : {"--json", "--events", "--prompt-ids", "--max-new"})
       if (f == reserved) fail("--arm '", spec, "': ", reserved, " is set by the harness");
@@ -85,16 +91,16 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 }
 
 // The model's manifest, or nullopt when it has none (resident experts).
-std::optional<store::Manifest> load_manifest(const std::string& model_dir) {
+std::optional<store::Manifest> load_manifest(const std::string& model_dir, const store::ExpertBankFromConfig& expert_bank) {
   const std::string path = store::manifest_path(model_dir);
   if (!fs::exists(path)) return std::nullopt;
   std::ifstream in(model_dir + "/config.json", std::ios::binary);
   if (!in) fail(model_dir, "/config.json: cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  auto c = format::parse_kimi_config(ss.str(), model_dir + "/config.json");
-  auto layout = store::ExpertLayout::from_config(c);
-  return store::read_manifest(path, c, store::model_identity(ss.str(), layout));
+  if (!expert_bank) fail(path, ": reading the manifest needs the model's expert bank (BenchOptions::expert_bank)");
+  const store::ExpertBank bank = expert_bank(ss.str(), model_dir + "/config.json");
+  return store::read_manifest(path, bank, store::model_identity(ss.str(), bank.layout));
 }
 
 struct ModelInfo {
@@ -119,7 +125,7 @@ BenchResult run_bench(const BenchOptions& opt) {
     std::string m = arm_model(a, opt.model);
     if (models.count(m)) continue;
     ModelInfo info;
-    info.manifest = load_manifest(m);
+    info.manifest = load_manifest(m, opt.expert_bank);
     if (info.manifest) {
       std::map<std::string, int> seen;
       for (const auto& h : info.manifest->homes) {
@@ -187,7 +193,7 @@ BenchResult run_bench(const BenchOptions& opt) {
       rec.model = arm_model(arm, opt.model);
       const std::string stem = cat(opt.out_dir, "/runs/", seq, "-", rec.group);
       rec.events_path = stem + ".events.jsonl";
-      std::vector<std::string> argv = {opt.binary, "run"};
+      std::vector<std::string> argv = {arm.binary.empty() ? opt.binary : arm.binary, "run"};
       bool own_model = false;  // the arm's --model replaces the bench's (sluice run takes one)
       for (const auto& f : arm.flags) own_model |= f == "--model" || f.starts_with("--model=");
       if (!own_model) argv.insert(argv.end(), {"--model", opt.model});
@@ -277,7 +283,7 @@ void derive(const BenchOptions& opt, BenchResult& res) {
       if (f.model == g.model) v.push_back(f.r.bytes_per_s);
     raw[g.model] = summarize(v);
     if (!record_bytes.count(g.model)) {
-      auto m = load_manifest(g.model);
+      auto m = load_manifest(g.model, opt.expert_bank);
       record_bytes[g.model] = m ? m->layout.slot_bytes : 0;
     }
   }

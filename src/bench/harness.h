@@ -14,15 +14,19 @@
 #include "bench/process.h"
 #include "bench/raw_read.h"
 #include "bench/stats.h"
+#include "store/expert_bank.h"
 
 namespace sluice::bench {
 
 struct ArmSpec {
   std::string name;
   std::vector<std::string> flags;  // extra `sluice run` arguments; `--model X` replaces the bench's model
+  std::string binary;              // `--binary PATH` in FLAGS: this arm runs another sluice build
 };
 
 // "NAME:FLAGS" (FLAGS split on blanks; single or double quotes group). NAME is [A-Za-z0-9_.-]+.
+// A `--binary PATH` among the flags is taken out and names the executable of this arm (two builds
+// side by side in one bracket).
 ArmSpec parse_arm(const std::string& spec);
 std::vector<std::string> split_flags(const std::string& text);
 
@@ -48,6 +52,9 @@ struct BenchOptions {
   std::string compute_arm;     // arm whose decode time per token is the compute floor
   double sample_ms = 50;
   std::function<void(const std::string&)> log;
+  // The expert bank of an arm model's config.json (model::expert_bank_from_config), to read its
+  // manifest; required when a model has one.
+  store::ExpertBankFromConfig expert_bank;
 };
 
 struct HomeSamples {

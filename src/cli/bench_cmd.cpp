@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
+#include "model/registry.h"
 
 namespace sluice::cli {
 namespace {
@@ -96,6 +97,7 @@ int bench_run(const RunCliArgs& a) {
   }
   o.sample_ms = a.sample_ms;
   if (!a.quiet) o.log = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
+  o.expert_bank = model::expert_bank_from_config;
   bench::BenchResult res = bench::run_bench(o);
   auto files = bench::write_reports(o, res);
   std::printf("%s", bench::markdown_table(res).c_str());
@@ -121,7 +123,7 @@ Action register_bench(CLI::App& app) {
   run->add_option("--prompt-file", a->prompt_file, "File holding prompt ids (comma/space separated) or text");
   run->add_option("--max-new", a->max_new, "Tokens to generate; a list (32,128,512) makes one group per length")
       ->default_val("32");
-  run->add_option("--arm", a->arms, "NAME:FLAGS (repeat); FLAGS are extra `sluice run` arguments")->required();
+  run->add_option("--arm", a->arms, "NAME:FLAGS (repeat); FLAGS are extra `sluice run` arguments, and `--binary PATH` runs that arm with another sluice build")->required();
   run->add_option("--reps", a->reps, "Repetitions of every arm")->default_val(2)->check(CLI::PositiveNumber);
   run->add_option("--expect-ids", a->expect_ids, "Expected output ids (text of record); mismatching runs are invalid");
   run->add_option("--expect-text", a->expect_text, "Expected output text (needs the model's tokenizer)");
@@ -162,6 +164,7 @@ Action register_bench(CLI::App& app) {
     d->probe_bytes = uint64_t(*probe_mb) << 20;
     d->write_home_files = !*no_home_files;
     d->log = [](const std::string& s) { std::fprintf(stderr, "bench drives: %s\n", s.c_str()); };
+    d->expert_bank = model::expert_bank_from_config;
     nlohmann::json r = bench::measure_drives(*d);
     if (!out->empty()) {
       std::filesystem::create_directories(*out);

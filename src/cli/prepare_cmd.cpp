@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "model/registry.h"
 #include "store/prepare.h"
 
 namespace sluice::cli {
@@ -41,7 +42,7 @@ Action register_prepare(CLI::App& app) {
                    done / 1e6, total / 1e6, what.c_str());
       if (done >= total) std::fprintf(stderr, "\n");
     };
-    store::Manifest m = store::prepare_experts(a->model_dir, opt);
+    store::Manifest m = store::prepare_experts(a->model_dir, model::expert_bank_of(a->model_dir), opt);
     for (size_t h = 0; h < m.homes.size(); ++h)
       std::fprintf(stderr, "prepare: home %zu %s holds %.1f MB, reads at %.0f MB/s\n", h, m.homes[h].path.c_str(),
                    m.bytes_on_home(int(h)) / 1e6, m.homes[h].read_bytes_per_s / 1e6);

@@ -12,10 +12,8 @@
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "kernels/cpu/kernels.h"
-#include "fetch/stream_source.h"
+#include "model/registry.h"
 #include "runtime/engine.h"
-#include "runtime/router_trace.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -33,13 +31,12 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 struct RunArgs {
   runtime::EngineOptions engine;
-  std::string prompt_ids, prompt_text, events, router_trace;
+  std::string prompt_ids, prompt_text, events;
   bool chat = false, no_think = false;
   int64_t max_new = 32, prefill_chunk = 0;
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
-  std::string draft = "off";  // off | ngram | model:DIR | dspark:DIR (runtime::make_drafter)
   int draft_max = 8, draft_depth = -1;
   runtime::SamplingParams sampling;
 };
@@ -66,11 +63,16 @@ class EventLog {
 };
 
 int run(const RunArgs& a) {
-  if (!a.isa.empty()) kernels::set_active_isa(a.isa);
+  if (!a.isa.empty() && a.engine.device != "cpu") fail("give --isa or --device, not both");
   if (a.prompt_ids.empty() == a.prompt_text.empty()) fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
   if (a.chat && a.prompt_text.empty()) fail("--chat needs --prompt TEXT");
+  runtime::EngineOptions eo = a.engine;
+  if (!a.isa.empty()) eo.device = "cpu:" + a.isa;  // --isa X is --device cpu:X
+  eo.prefetch = !a.no_prefetch;
+  eo.verify_reads = !a.no_verify;
+  auto engine = runtime::Engine::load(eo);
   // The model's tokenizer (when it has one) turns text into ids and generated ids into text.
-  std::unique_ptr<tokenizer::Tokenizer> tok = tokenizer::load_tokenizer(a.engine.model_dir);
+  const tokenizer::Tokenizer* tok = engine->tokenizer();
   if (!a.prompt_text.empty() && !tok)
     fail(a.engine.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
   std::vector<int32_t> prompt;
@@ -89,20 +91,8 @@ int run(const RunArgs& a) {
     prompt = tok->encode(a.prompt_text);
     if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   }
-  runtime::EngineOptions eo = a.engine;
-  eo.prefetch = !a.no_prefetch;
-  eo.verify_reads = !a.no_verify;
-  // A `sluice setup --stream` install fetches experts it has no local copy of yet from its source.
-  eo.expert_source = fetch::StreamSource::open(eo.model_dir);
-  auto engine = runtime::Engine::load(eo);
-  auto* model = &engine->model();
-  std::unique_ptr<runtime::RouteRecorder> recorder;
-  if (!a.router_trace.empty()) {
-    recorder = std::make_unique<runtime::RouteRecorder>(model->expert_provider(), a.router_trace,
-                                                        model->config().num_layers, model->config().num_experts);
-    model->set_expert_provider(recorder.get());
-  }
-  auto state = model->new_state();
+  auto session = engine->new_session(/*reuse_state=*/false);
+  runtime::Drafter* drafter = engine->drafter();
   EventLog events(a.events);
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
@@ -113,17 +103,15 @@ int run(const RunArgs& a) {
                {"experts", engine->streaming() ? "stream" : "resident"},
                {"cache_gb", eo.cache_gb},
                {"prefetch", eo.prefetch},
-               {"eos_token_id", model->config().eos_token_id}});
+               {"device", engine->device().name()},
+               {"eos_token_id", engine->info().eos_token_id()}});
   uint64_t bytes_before = 0;
-  std::unique_ptr<runtime::Drafter> drafter =
-      runtime::make_drafter(a.draft, *model, eo.model_dir, tok.get());
   runtime::GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.prefill_chunk = a.prefill_chunk;
   opt.prefill_memory = a.prefill_memory_gb * 1e9;
   opt.stop_at_eos = !a.no_eos;
   opt.sampling = a.sampling;
-  opt.drafter = drafter.get();
   opt.controller.max_depth = a.draft_max;
   opt.fixed_depth = a.draft_depth;
   // Text output streams as tokens are decided: incomplete UTF-8 is held back; in chat mode the
@@ -172,7 +160,7 @@ int run(const RunArgs& a) {
                    s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
                    (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
   };
-  runtime::GenerateResult r = runtime::generate(*model, state, prompt, opt, on_token, on_step);
+  runtime::GenerateResult r = session->generate(prompt, opt, on_token, on_step);
   events.emit({{"event", "run_end"},
                {"status", "ok"},
                {"stop_reason", r.stop_reason},
@@ -218,7 +206,7 @@ int run(const RunArgs& a) {
 
 Action register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  CLI::App* sub = app.add_subcommand("run", "Generate greedily from a prompt with a Kimi K3 or Kimi-Linear checkpoint");
+  CLI::App* sub = app.add_subcommand("run", "Generate from a prompt with a model directory (kimi_k3, kimi_linear, qwen3)");
   sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
   auto* ids_opt = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   sub->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the model's tokenizer)")->excludes(ids_opt);
@@ -237,6 +225,7 @@ Action register_run(CLI::App& app) {
                 "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
   sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)");
+  sub->add_option("--device", a->engine.device, runtime::kDeviceHelp)->default_val("cpu");
   sub->add_option("--experts", a->engine.experts,
                   "Where routed experts come from: auto (stream from the homes if `sluice prepare` ran), stream, resident")
       ->default_val("auto");
@@ -245,7 +234,7 @@ Action register_run(CLI::App& app) {
   sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
   sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
-  sub->add_option("--draft", a->draft, runtime::kDraftHelp)->default_val("off");
+  sub->add_option("--draft", a->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
       ->default_val(8)->check(CLI::Range(0, 64));
   sub->add_option("--draft-depth", a->draft_depth, "Always draft this many (bypasses the controller)")
@@ -254,7 +243,7 @@ Action register_run(CLI::App& app) {
   sub->add_option("--top-p", a->sampling.top_p, "Nucleus sampling mass")->default_val(1.0);
   sub->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->default_val(0);
   sub->add_option("--seed", a->sampling.seed, "Sampling seed")->default_val(0);
-  sub->add_option("--router-trace", a->router_trace,
+  sub->add_option("--router-trace", a->engine.router_trace,
                   "Record every routed-expert request (layer, experts) as JSON lines, for `sluice warm`");
   sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");
   return [a] { return run(*a); };

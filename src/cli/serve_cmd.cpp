@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "fetch/stream_source.h"
+#include "runtime/engine.h"
 #include "runtime/speculate/make_drafter.h"
 #include "serve/http_server.h"
 
@@ -24,7 +24,8 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--queue", o->queue, "Requests that may wait while one generates (more get 429)")->default_val(0)->check(CLI::Range(0, 64));
   sub->add_option("--max-request-bytes", o->max_request_bytes, "Largest request body accepted (more get 413)")
       ->default_val(size_t(128) << 20)->check(CLI::Range(size_t(1024), size_t(1) << 34));
-  sub->add_option("--draft", o->draft, runtime::kDraftHelp)->default_val("off");
+  sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
+  sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");
   sub->add_flag("--no-state-reuse", *no_reuse, "Always prefill the whole prompt (never continue the last conversation's state)");
   sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")->default_val("auto");
   sub->add_option("--cache-gb", o->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")->default_val(1.0);
@@ -32,8 +33,6 @@ Action register_serve(CLI::App& app) {
   return [o, no_reuse, no_prefetch] {
     o->state_reuse = !*no_reuse;
     o->engine.prefetch = !*no_prefetch;
-    // A `sluice setup --stream` install fetches experts it has no local copy of yet from its source.
-    o->engine.expert_source = fetch::StreamSource::open(o->engine.model_dir);
     serve::Service service(*o);
     return serve::serve_http(service);
   };

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "fetch/setup.h"
+#include "model/registry.h"
 
 namespace sluice::cli {
 
@@ -32,6 +33,7 @@ Action register_setup(CLI::App& app) {
     if (*full == *stream) fail("setup: choose exactly one of --full or --stream");
     a->mode = *full ? "full" : "stream";
     a->measure = !*no_measure;
+    a->expert_bank = model::expert_bank_from_config;
     fetch::setup(*a);
     std::fprintf(stderr, "setup: %s install of %s ready in %s\n", a->mode.c_str(), a->source.c_str(),
                  a->model_dir.c_str());

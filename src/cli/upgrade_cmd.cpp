@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "fetch/upgrade.h"
+#include "model/registry.h"
 
 namespace sluice::cli {
 
@@ -13,7 +14,7 @@ Action register_upgrade(CLI::App& app) {
                  "Never re-downloads or rewrites expert bytes; the old manifest is kept as a .bak file");
   sub->add_option("--model", *dir, "Model directory")->required();
   return [dir] {
-    fetch::UpgradeResult r = fetch::upgrade_install(*dir);
+    fetch::UpgradeResult r = fetch::upgrade_install(*dir, model::expert_bank_of(*dir));
     if (r.from == r.to) {
       std::fprintf(stderr, "upgrade: %s is already at manifest version %d\n", dir->c_str(), r.to);
     } else {

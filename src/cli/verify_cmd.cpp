@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "fetch/verify.h"
+#include "model/registry.h"
 
 namespace sluice::cli {
 
@@ -20,7 +21,7 @@ Action register_verify(CLI::App& app) {
   sub->add_option("--model", a->model_dir, "Model directory")->required();
   sub->add_flag("--repair", a->repair, "Re-fetch bad files and expert records from the source");
   return [a] {
-    fetch::VerifyReport r = fetch::verify_install(a->model_dir, a->repair);
+    fetch::VerifyReport r = fetch::verify_install(a->model_dir, model::expert_bank_from_config, a->repair);
     std::fprintf(stderr, "verify: %llu files and %llu expert records checked, %llu experts not fetched yet; %zu problems",
                  (unsigned long long)r.files_checked, (unsigned long long)r.experts_checked,
                  (unsigned long long)r.experts_missing, r.problems.size());

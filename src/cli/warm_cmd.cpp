@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "fetch/progress.h"
 #include "fetch/warm.h"
+#include "model/registry.h"
 
 namespace sluice::cli {
 
@@ -21,7 +22,7 @@ Action register_warm(CLI::App& app) {
   sub->add_option("--fetch", a->fetch, "Fetch this many of the most used missing experts")->check(CLI::NonNegativeNumber);
   sub->add_option("--top", a->top, "How many of the most used experts to list")->default_val(10);
   return [a] {
-    fetch::WarmReport r = fetch::warm(a->model_dir, a->trace, a->fetch);
+    fetch::WarmReport r = fetch::warm(a->model_dir, model::expert_bank_of(a->model_dir), a->trace, a->fetch);
     std::printf("warm: %llu experts used by the trace: %llu local, %llu missing (%s to fetch)",
                 (unsigned long long)r.used, (unsigned long long)r.local, (unsigned long long)r.missing,
                 fetch::human_bytes(double(r.bytes_missing)).c_str());

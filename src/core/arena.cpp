@@ -1,6 +1,7 @@
 // Aligned allocation with first-touch at allocation time.
 #include "core/arena.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,7 +10,14 @@ namespace sluice {
 
 void AlignedFree::operator()(void* p) const { std::free(p); }
 
+namespace {
+std::atomic<uint64_t> g_touched{0};
+}  // namespace
+
+uint64_t touched_allocations() { return g_touched.load(); }
+
 std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment) {
+  g_touched.fetch_add(1, std::memory_order_relaxed);
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded == 0) rounded = alignment;
   void* p = std::aligned_alloc(alignment, rounded);

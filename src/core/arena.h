@@ -14,6 +14,8 @@ struct AlignedFree {
 
 // Allocates `bytes` aligned to `alignment` (a power of two, >= 64) and writes every page once.
 std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment = 64);
+// How many allocate_touched calls the process has made (tests check that a pass makes none).
+uint64_t touched_allocations();
 
 // A growable fp32 scratch vector with 64-byte alignment that keeps its capacity across uses.
 class FloatBuffer {

@@ -13,6 +13,7 @@ ThreadPool::ThreadPool(int threads) {
     threads = env ? std::atoi(env) : int(std::thread::hardware_concurrency());
     if (threads <= 0) threads = 1;
   }
+  ranges_.assign(size_t(threads), {0, 0});
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -33,7 +34,7 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
+    const RangeFn* job;
     std::pair<int64_t, int64_t> range;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -58,7 +59,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t chunks = std::min<int64_t>(size(), (n + grain - 1) / grain);
@@ -66,12 +67,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
-  std::vector<std::pair<int64_t, int64_t>> ranges(size_t(size()), {0, 0});
-  for (int64_t c = 0; c < chunks; ++c) ranges[size_t(c)] = {n * c / chunks, n * (c + 1) / chunks};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t c = 0; c < int64_t(ranges_.size()); ++c)
+      ranges_[size_t(c)] = c < chunks ? std::pair<int64_t, int64_t>{n * c / chunks, n * (c + 1) / chunks}
+                                      : std::pair<int64_t, int64_t>{0, 0};
     job_ = &fn;
-    ranges_ = std::move(ranges);
     pending_ = int(workers_.size());
     error_ = nullptr;
     ++generation_;

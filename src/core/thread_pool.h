@@ -4,12 +4,24 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace sluice {
+
+// A non-owning reference to a callable taking a range (a std::function would allocate for most
+// lambdas, and parallel_for runs in the per-token path).
+class RangeFn {
+ public:
+  template <typename F>
+  explicit RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t a, int64_t b) { (*static_cast<F*>(o))(a, b); }) {}
+  void operator()(int64_t a, int64_t b) const { call_(obj_, a, b); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
 
 class ThreadPool {
  public:
@@ -21,20 +33,24 @@ class ThreadPool {
   int size() const { return int(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over [0, n) split into at most size() chunks of at least `grain` items;
-  // the calling thread takes part. Exceptions from fn are rethrown here.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // the calling thread takes part. Exceptions from fn are rethrown here. Allocates nothing.
+  template <typename F>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    run(n, grain, RangeFn(fn));
+  }
 
   // The process-wide pool used by kernels and the model.
   static ThreadPool& global();
 
  private:
   void worker_loop(int index);
+  void run(int64_t n, int64_t grain, RangeFn fn);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  std::vector<std::pair<int64_t, int64_t>> ranges_;
+  const RangeFn* job_ = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // one per thread, sized at construction
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;

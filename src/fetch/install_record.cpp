@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
 
 namespace sluice::fetch {
 
@@ -129,9 +128,10 @@ InstallRecord survey_source(Source& src, const std::string& given) {
   InstallRecord r;
   r.source = given;
   auto sums = read_sha256sums(src);
-  // The config decides the expert tensor names; parse it now so that a wrong source fails early.
+  // Every model source has a config.json object; setup asks the architecture for its expert bank.
   std::string config_text = src.read_text("config.json", 16 << 20);
-  format::parse_kimi_config(config_text, src.where("config.json"));
+  if (!format::parse_json_text(config_text, src.where("config.json")).is_object())
+    fail(src.where("config.json"), ": expected a JSON object");
 
   std::set<std::string> shard_names;
   RemoteFile index = src.stat("model.safetensors.index.json");

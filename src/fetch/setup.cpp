@@ -24,7 +24,6 @@
 #include "fetch/sha256.h"
 #include "fetch/stream_manifest.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
 #include "store/prepare.h"
 
 namespace sluice::fetch {
@@ -84,24 +83,6 @@ uint64_t read_durable_length(const std::string& path) {
 }
 
 }  // namespace
-
-std::vector<std::string> expert_tensor_names(const std::string& config_text) {
-  format::KimiConfig c = format::parse_kimi_config(config_text, "config.json");
-  std::vector<std::string> names;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
-    for (int64_t e = 0; e < c.num_experts; ++e)
-      for (int which : {1, 2, 3}) {
-        if (c.experts_mxfp4) {
-          names.push_back(format::expert_tensor_name(c, int(l), int(e), which, "weight_packed"));
-          names.push_back(format::expert_tensor_name(c, int(l), int(e), which, "weight_scale"));
-        } else {
-          names.push_back(format::expert_tensor_name(c, int(l), int(e), which, "weight"));
-        }
-      }
-  }
-  return names;
-}
 
 std::string download_file(Source& src, const std::string& name, uint64_t size, const std::string& sha256,
                           const std::string& dir, Progress* progress) {
@@ -329,6 +310,7 @@ std::vector<store::Home> homes_of(const SetupOptions& opt) {
 
 void setup(const SetupOptions& opt) {
   if (opt.mode != "full" && opt.mode != "stream") fail("setup: choose --full or --stream");
+  if (!opt.expert_bank) fail("setup: no expert-bank function given (SetupOptions::expert_bank)");
   fs::create_directories(opt.model_dir);
   auto src = open_source(opt.source, opt.source_options);
   InstallRecord rec = survey_source(*src, opt.source);
@@ -347,6 +329,8 @@ void setup(const SetupOptions& opt) {
     }
   }
   std::string config_text = src->read_text("config.json", 16 << 20);
+  // The config decides the expert tensors; asking for the bank now fails a wrong source early.
+  const store::ExpertBank bank = opt.expert_bank(config_text, src->where("config.json"));
   bool stream = opt.mode == "stream";
   rec.files = fetch_small_files(*src, sums, opt.model_dir, /*with_index=*/!stream && rec.indexed);
   // The record is rewritten as each file finishes, so an interrupted setup knows what is done.
@@ -405,12 +389,12 @@ void setup(const SetupOptions& opt) {
                      what.c_str());
         if (done >= total_bytes) std::fprintf(stderr, "\n");
       };
-    store::prepare_experts(opt.model_dir, po);
+    store::prepare_experts(opt.model_dir, bank, po);
     return;
   }
 
   // --stream: non-expert tensors only, then a manifest of experts that are not local yet.
-  std::vector<std::string> expert_names = expert_tensor_names(config_text);
+  std::vector<std::string> expert_names = bank.tensor_names();
   std::unordered_set<std::string> is_expert(expert_names.begin(), expert_names.end());
   std::vector<std::vector<std::string>> keep(rec.shards.size());
   uint64_t total = 0;
@@ -439,9 +423,9 @@ void setup(const SetupOptions& opt) {
     if (!keep[i].empty()) rec.local_shards.push_back(built[i]);
   if (rec.indexed) rec.files.push_back(write_stream_index(rec, keep, opt.model_dir));
   // The expert tensors must all be in the source with the layout's dtypes and sizes.
-  check_source_experts(rec, config_text);
+  check_source_experts(rec, bank);
   write_record(rec, opt.model_dir);
-  write_stream_manifest(opt.model_dir, config_text, homes_of(opt));
+  write_stream_manifest(opt.model_dir, config_text, bank, homes_of(opt));
 }
 
 }  // namespace sluice::fetch

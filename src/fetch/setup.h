@@ -10,6 +10,7 @@
 
 #include "fetch/install_record.h"
 #include "fetch/source.h"
+#include "store/expert_bank.h"
 
 namespace sluice::fetch {
 
@@ -21,6 +22,9 @@ struct SetupOptions {
   bool measure = true;             // measure home bandwidth in prepare (--full)
   bool quiet = false;              // no progress bars
   SourceOptions source_options;
+  // The expert bank of the source's config.json (model::expert_bank_from_config); required. It is
+  // asked before anything is downloaded, so a config no architecture knows fails early.
+  store::ExpertBankFromConfig expert_bank;
 };
 
 void setup(const SetupOptions& opt);
@@ -36,8 +40,5 @@ std::string download_file(Source& src, const std::string& name, uint64_t size, c
 // safetensors file), through a part file with a journal of finished ranges (resumable).
 FileEntry build_local_shard(Source& src, const SourceShard& shard, const std::vector<std::string>& keep,
                             const std::string& dir, Progress* progress);
-
-// The names of every routed-expert tensor of the model whose config.json text is given.
-std::vector<std::string> expert_tensor_names(const std::string& config_text);
 
 }  // namespace sluice::fetch

@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "fetch/sha256.h"
 #include "fetch/stream_source.h"
-#include "format/kimi_config.h"
 #include "format/safetensors.h"
 #include "store/prepare.h"
 
@@ -39,23 +38,20 @@ FileEntry write_stream_index(const InstallRecord& rec, const std::vector<std::ve
   return FileEntry{"model.safetensors.index.json", text.size(), h.hex(), ""};
 }
 
-void check_source_experts(const InstallRecord& rec, const std::string& config_text) {
-  format::KimiConfig c = format::parse_kimi_config(config_text, "config.json");
-  ExpertLocator loc(rec, c);
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    if (c.mlp[size_t(l)] == format::MlpKind::MoE)
-      for (int64_t e = 0; e < c.num_experts; ++e) loc.pieces(int(l), int(e));
+void check_source_experts(const InstallRecord& rec, const store::ExpertBank& bank) {
+  ExpertLocator loc(rec, bank);
+  for (int l : bank.moe_layers)
+    for (int64_t e = 0; e < bank.num_experts; ++e) loc.pieces(l, int(e));
 }
 
 store::Manifest write_stream_manifest(const std::string& model_dir, const std::string& config_text,
-                                      const std::vector<store::Home>& homes) {
-  format::KimiConfig c = format::parse_kimi_config(config_text, model_dir + "/config.json");
-  store::ExpertLayout layout = store::ExpertLayout::from_config(c);
+                                      const store::ExpertBank& bank, const std::vector<store::Home>& homes) {
+  const store::ExpertLayout& layout = bank.layout;
   const std::string id = store::model_identity(config_text, layout);
   const std::string path = store::manifest_path(model_dir);
   if (fs::exists(path)) {
     try {
-      return store::read_manifest(path, c, id);  // a rerun: keep placement and fetched experts
+      return store::read_manifest(path, bank, id);  // a rerun: keep placement and fetched experts
     } catch (const Error&) {
       // Another model's or an unreadable manifest: placed again below (its homes are checked).
     }
@@ -63,21 +59,21 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
   store::PrepareOptions po;
   po.homes = homes;
   po.measure = false;
-  auto placement = store::place_experts(c, layout.slot_bytes, po, nullptr);
+  auto placement = store::place_experts(bank, layout.slot_bytes, po, nullptr);
   for (const auto& h : homes) store::claim_home(h, id);
   store::Manifest m;
   m.model_id = id;
   m.layout = layout;
-  m.num_layers = c.num_layers;
-  m.num_experts = c.num_experts;
+  m.num_layers = bank.num_layers;
+  m.num_experts = bank.num_experts;
   m.homes = homes;
-  m.holders.resize(size_t(c.num_layers));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  m.holders.resize(size_t(bank.num_layers));
+  for (int64_t l = 0; l < bank.num_layers; ++l) {
     if (placement[size_t(l)].empty()) continue;
-    m.holders[size_t(l)].resize(size_t(c.num_experts));
+    m.holders[size_t(l)].resize(size_t(bank.num_experts));
     for (int h = 0; h < int(homes.size()); ++h) {
       uint64_t slots = 0;
-      for (int64_t e = 0; e < c.num_experts; ++e) {
+      for (int64_t e = 0; e < bank.num_experts; ++e) {
         const auto& hs = placement[size_t(l)][size_t(e)];
         if (std::find(hs.begin(), hs.end(), h) == hs.end()) continue;
         store::Holder x{h, store::expert_file(id, l), slots * layout.slot_bytes, layout.slot_bytes, 0, false};

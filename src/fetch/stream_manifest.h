@@ -13,9 +13,10 @@ namespace sluice::fetch {
 // Writes model.safetensors.index.json for the kept tensors (keep[i]: names kept from shard i).
 FileEntry write_stream_index(const InstallRecord& rec, const std::vector<std::vector<std::string>>& keep,
                              const std::string& dir);
-void check_source_experts(const InstallRecord& rec, const std::string& config_text);
-// Keeps an existing manifest of the same model (its experts already fetched stay local).
+void check_source_experts(const InstallRecord& rec, const store::ExpertBank& bank);
+// `bank` is the one `config_text` implies (the text keys the model identity). Keeps an existing
+// manifest of the same model (its experts already fetched stay local).
 store::Manifest write_stream_manifest(const std::string& model_dir, const std::string& config_text,
-                                      const std::vector<store::Home>& homes);
+                                      const store::ExpertBank& bank, const std::vector<store::Home>& homes);
 
 }  // namespace sluice::fetch

@@ -18,36 +18,52 @@
 namespace sluice::fetch {
 namespace fs = std::filesystem;
 
-ExpertLocator::ExpertLocator(const InstallRecord& rec, const format::KimiConfig& c)
-    : config_(c), layout_(store::ExpertLayout::from_config(c)) {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += cat(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+ExpertLocator::ExpertLocator(const InstallRecord& rec, store::ExpertBank bank) : bank_(std::move(bank)) {
   for (const auto& s : rec.shards)
     for (const auto& t : s.tensors) tensors_[t.name] = {s.name, &t};
 }
 
 std::vector<ExpertLocator::Piece> ExpertLocator::pieces(int layer, int expert) const {
   std::vector<Piece> out;
-  for (const auto& seg : layout_.segments) {
-    std::string name = format::expert_tensor_name(config_, layer, expert, seg.which, seg.part.c_str());
+  for (const auto& seg : bank_.layout.segments) {
+    std::string name = bank_.tensor_name(seg, layer, expert);
     auto it = tensors_.find(name);
     if (it == tensors_.end()) fail("source: expert tensor ", name, " is in no shard of the source");
     const format::TensorInfo& t = *it->second.second;
-    if (t.dtype != seg.dtype || t.nbytes != seg.bytes)
+    const bool fused = store::ExpertBank::fused(seg);
+    const uint64_t want = fused ? seg.bytes * uint64_t(bank_.num_experts) : seg.bytes;
+    if (t.dtype != seg.dtype || t.nbytes != want)
       fail("source shard ", it->second.first, ": tensor ", name, " is ", dtype_name(t.dtype), " of ", t.nbytes,
-           " bytes; the expert layout needs ", dtype_name(seg.dtype), " of ", seg.bytes, " bytes");
-    out.push_back({it->second.first, t.file_offset, t.nbytes});
+           " bytes; the expert layout needs ", dtype_name(seg.dtype), " of ", want, " bytes");
+    // A fused tensor of the right size could still hold the experts along another dimension.
+    if (fused && t.shape != bank_.tensor_shape(seg))
+      fail("source shard ", it->second.first, ": tensor ", name, " has shape ", shape_text(t.shape),
+           "; the expert bank needs ", shape_text(bank_.tensor_shape(seg)), " (experts along the first dimension)");
+    out.push_back({it->second.first, t.file_offset + bank_.offset_in_tensor(seg, expert), seg.bytes});
   }
   return out;
 }
 
-std::shared_ptr<StreamSource> StreamSource::open(const std::string& model_dir, const SourceOptions& opt) {
+std::shared_ptr<StreamSource> StreamSource::open(const std::string& model_dir, const store::ExpertBank& bank,
+                                                 const SourceOptions& opt) {
   if (!fs::exists(record_path(model_dir))) return nullptr;
-  return std::make_shared<StreamSource>(model_dir, read_record(model_dir), opt);
+  return std::make_shared<StreamSource>(model_dir, read_record(model_dir), bank, opt);
 }
 
-StreamSource::StreamSource(const std::string& model_dir, InstallRecord rec, const SourceOptions& opt)
+StreamSource::StreamSource(const std::string& model_dir, InstallRecord rec, const store::ExpertBank& bank,
+                           const SourceOptions& opt)
     : model_dir_(model_dir), rec_(std::move(rec)), opt_(opt) {
-  format::KimiConfig c = format::load_kimi_config(model_dir);
-  locator_ = std::make_unique<ExpertLocator>(rec_, c);
+  locator_ = std::make_unique<ExpertLocator>(rec_, bank);
 }
 
 size_t replay_journal(const std::string& model_dir, store::Manifest& m) {

@@ -13,7 +13,7 @@
 
 #include "fetch/install_record.h"
 #include "fetch/source.h"
-#include "format/kimi_config.h"
+#include "store/expert_bank.h"
 #include "store/expert_source.h"
 
 namespace sluice::fetch {
@@ -27,23 +27,26 @@ class ExpertLocator {
     std::string shard;
     uint64_t offset = 0, bytes = 0;  // absolute in the shard file
   };
-  ExpertLocator(const InstallRecord& rec, const format::KimiConfig& c);
-  // The expert's tensors in record-layout order; throws naming the tensor if one is missing or
-  // has another dtype or size than the layout needs.
+  ExpertLocator(const InstallRecord& rec, store::ExpertBank bank);
+  // The expert's segments in record-layout order (in a fused tensor, the expert's slice); throws
+  // naming the tensor if one is missing or has another dtype, size or shape than the bank needs.
   std::vector<Piece> pieces(int layer, int expert) const;
-  const store::ExpertLayout& layout() const { return layout_; }
+  const store::ExpertBank& bank() const { return bank_; }
+  const store::ExpertLayout& layout() const { return bank_.layout; }
 
  private:
-  format::KimiConfig config_;
-  store::ExpertLayout layout_;
+  store::ExpertBank bank_;
   std::map<std::string, std::pair<std::string, const format::TensorInfo*>> tensors_;
 };
 
 class StreamSource : public store::ExpertSource {
  public:
-  // nullptr when the model directory has no sluice-source.json (not installed by setup).
-  static std::shared_ptr<StreamSource> open(const std::string& model_dir, const SourceOptions& opt = {});
-  StreamSource(const std::string& model_dir, InstallRecord rec, const SourceOptions& opt);
+  // nullptr when the model directory has no sluice-source.json (not installed by setup). `bank`
+  // is the model's (model::expert_bank_of(model_dir)).
+  static std::shared_ptr<StreamSource> open(const std::string& model_dir, const store::ExpertBank& bank,
+                                            const SourceOptions& opt = {});
+  StreamSource(const std::string& model_dir, InstallRecord rec, const store::ExpertBank& bank,
+               const SourceOptions& opt);
 
   void adopt(store::Manifest& m) override;
   void fetch(const store::Manifest& m, int layer, std::span<const int32_t> experts, std::span<std::byte* const> dst,

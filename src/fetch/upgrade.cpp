@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
 #include "format/safetensors.h"
 #include "store/manifest.h"
 
@@ -49,7 +48,7 @@ const std::vector<std::pair<int, Step>>& steps() {
 
 }  // namespace
 
-UpgradeResult upgrade_install(const std::string& model_dir) {
+UpgradeResult upgrade_install(const std::string& model_dir, const store::ExpertBank& bank) {
   static_assert(store::kManifestVersion == 2, "add the migration step and format entry for the new version");
   const std::string path = store::manifest_path(model_dir);
   if (!fs::exists(path))
@@ -79,12 +78,11 @@ UpgradeResult upgrade_install(const std::string& model_dir) {
   }
   // Validate the result as the engine will read it, under a temporary name, before anything moves.
   const std::string config_text = read_local(model_dir + "/config.json");
-  format::KimiConfig c = format::parse_kimi_config(config_text, model_dir + "/config.json");
-  const std::string id = store::model_identity(config_text, store::ExpertLayout::from_config(c));
+  const std::string id = store::model_identity(config_text, bank.layout);
   const std::string candidate = path + ".upgrade-tmp";
   format::write_file_atomic(candidate, j.dump(1) + "\n");
   try {
-    store::read_manifest(candidate, c, id);
+    store::read_manifest(candidate, bank, id);
   } catch (const Error& e) {
     fs::remove(candidate);
     fail(path, ": the upgraded manifest does not validate (", e.what(), "); nothing was changed");

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "store/expert_bank.h"
+
 namespace sluice::fetch {
 
 struct FormatVersion {
@@ -20,6 +22,7 @@ struct UpgradeResult {
 };
 
 // Throws naming the file for an unknown or newer layout. Already current: from == to, no change.
-UpgradeResult upgrade_install(const std::string& model_dir);
+// `bank` is the model's (model::expert_bank_of(model_dir)): the result is validated against it.
+UpgradeResult upgrade_install(const std::string& model_dir, const store::ExpertBank& bank);
 
 }  // namespace sluice::fetch

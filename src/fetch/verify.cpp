@@ -19,7 +19,6 @@
 #include "fetch/sha256.h"
 #include "fetch/stream_manifest.h"
 #include "fetch/stream_source.h"
-#include "format/kimi_config.h"
 #include "store/manifest.h"
 
 namespace sluice::fetch {
@@ -48,13 +47,18 @@ std::string check_file(const std::string& path, const FileEntry& f) {
 
 }  // namespace
 
-VerifyReport verify_install(const std::string& model_dir, bool repair, const SourceOptions& opt, bool quiet) {
+VerifyReport verify_install(const std::string& model_dir, const store::ExpertBankFromConfig& expert_bank, bool repair,
+                            const SourceOptions& opt, bool quiet) {
+  if (!expert_bank) fail("verify: no expert-bank function given");
   VerifyReport rep;
   rep.repair = repair;
   auto note = [&](const std::string& p) {
     rep.problems.push_back(p);
     if (!quiet) std::fprintf(stderr, "verify: %s\n", p.c_str());
   };
+  const std::string config_path = model_dir + "/config.json";
+  // The expert tensors of the config as it is on disk now (a repair may just have replaced it).
+  auto expert_names = [&] { return expert_bank(read_local(config_path), config_path).tensor_names(); };
   bool have_record = fs::exists(record_path(model_dir));
   std::unique_ptr<InstallRecord> rec;
   std::unique_ptr<Source> src;
@@ -73,7 +77,7 @@ VerifyReport verify_install(const std::string& model_dir, bool repair, const Sou
           std::vector<std::vector<std::string>> keep(rec->shards.size());
           std::set<std::string> local_names;
           for (const auto& l : rec->local_shards) local_names.insert(l.name);
-          std::vector<std::string> experts = expert_tensor_names(read_local(model_dir + "/config.json"));
+          std::vector<std::string> experts = expert_names();
           std::set<std::string> is_expert(experts.begin(), experts.end());
           for (size_t i = 0; i < rec->shards.size(); ++i)
             for (const auto& t : rec->shards[i].tensors)
@@ -109,7 +113,7 @@ VerifyReport verify_install(const std::string& model_dir, bool repair, const Sou
           std::string want = !s.sha256.empty() ? s.sha256 : f.sha256;
           download_file(*src, f.name, s.size, want, model_dir, nullptr);
         } else {
-          std::vector<std::string> experts = expert_tensor_names(read_local(model_dir + "/config.json"));
+          std::vector<std::string> experts = expert_names();
           std::set<std::string> is_expert(experts.begin(), experts.end());
           std::vector<std::string> keep;
           for (const auto& t : s.tensors)
@@ -131,13 +135,13 @@ VerifyReport verify_install(const std::string& model_dir, bool repair, const Sou
     if (!have_record) fail(model_dir, ": nothing to verify (no ", kRecordName, " and no expert manifest)");
     return rep;
   }
-  const std::string config_text = read_local(model_dir + "/config.json");
-  format::KimiConfig c = format::parse_kimi_config(config_text, model_dir + "/config.json");
-  store::ExpertLayout layout = store::ExpertLayout::from_config(c);
-  store::Manifest m = store::read_manifest(mpath, c, store::model_identity(config_text, layout));
+  const std::string config_text = read_local(config_path);
+  const store::ExpertBank bank = expert_bank(config_text, config_path);
+  const store::ExpertLayout& layout = bank.layout;
+  store::Manifest m = store::read_manifest(mpath, bank, store::model_identity(config_text, layout));
   size_t journaled = replay_journal(model_dir, m);
   std::shared_ptr<StreamSource> stream;
-  if (repair && have_record) stream = std::make_shared<StreamSource>(model_dir, *rec, opt);
+  if (repair && have_record) stream = std::make_shared<StreamSource>(model_dir, *rec, bank, opt);
 
   // Home files: present and of the size their records need.
   std::map<std::string, uint64_t> need;

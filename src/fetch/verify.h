@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fetch/source.h"
+#include "store/expert_bank.h"
 
 namespace sluice::fetch {
 
@@ -21,7 +22,9 @@ struct VerifyReport {
   bool ok() const { return repair ? unfixed.empty() : problems.empty(); }
 };
 
-VerifyReport verify_install(const std::string& model_dir, bool repair, const SourceOptions& opt = {},
-                            bool quiet = false);
+// `expert_bank` (model::expert_bank_from_config) describes the experts of the model's config.json,
+// asked only after the config itself was checked (and, with repair, fixed).
+VerifyReport verify_install(const std::string& model_dir, const store::ExpertBankFromConfig& expert_bank, bool repair,
+                            const SourceOptions& opt = {}, bool quiet = false);
 
 }  // namespace sluice::fetch

@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "fetch/stream_source.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
 #include "store/manifest.h"
 
 namespace sluice::fetch {
@@ -48,17 +47,17 @@ RouterTrace read_router_trace(const std::string& path) {
   return t;
 }
 
-WarmReport warm(const std::string& model_dir, const std::string& trace_path, int64_t fetch_n, bool quiet) {
+WarmReport warm(const std::string& model_dir, const store::ExpertBank& bank, const std::string& trace_path,
+                int64_t fetch_n, bool quiet) {
   RouterTrace t = read_router_trace(trace_path);
   std::ifstream cin(model_dir + "/config.json", std::ios::binary);
   std::stringstream ss;
   ss << cin.rdbuf();
-  format::KimiConfig c = format::parse_kimi_config(ss.str(), model_dir + "/config.json");
-  if (t.num_layers != c.num_layers || t.num_experts != c.num_experts)
+  if (t.num_layers != bank.num_layers || t.num_experts != bank.num_experts)
     fail("--trace ", trace_path, ": recorded for ", t.num_layers, " layers x ", t.num_experts,
-         " experts, but this model has ", c.num_layers, " x ", c.num_experts);
-  store::ExpertLayout layout = store::ExpertLayout::from_config(c);
-  store::Manifest m = store::read_manifest(store::manifest_path(model_dir), c, store::model_identity(ss.str(), layout));
+         " experts, but this model has ", bank.num_layers, " x ", bank.num_experts);
+  const store::ExpertLayout& layout = bank.layout;
+  store::Manifest m = store::read_manifest(store::manifest_path(model_dir), bank, store::model_identity(ss.str(), layout));
   replay_journal(model_dir, m);
   WarmReport r;
   for (int64_t l = 0; l < t.num_layers; ++l)
@@ -77,17 +76,17 @@ WarmReport warm(const std::string& model_dir, const std::string& trace_path, int
     }
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](auto& a, auto& b) { return a.uses > b.uses; });
   if (fetch_n <= 0 || r.missing == 0) return r;
-  auto src = StreamSource::open(model_dir);
+  auto src = StreamSource::open(model_dir, bank);
   if (!src) fail(model_dir, ": experts are missing but there is no ", kRecordName, " to fetch them from");
   // The most used missing experts, grouped by layer so each layer's batch is fetched in parallel.
-  std::vector<std::vector<int32_t>> by_layer(size_t(c.num_layers));
+  std::vector<std::vector<int32_t>> by_layer(size_t(bank.num_layers));
   int64_t picked = 0;
   for (const auto& e : r.ranked) {
     if (e.local || picked >= fetch_n) continue;
     by_layer[size_t(e.layer)].push_back(e.expert);
     ++picked;
   }
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = 0; l < bank.num_layers; ++l) {
     auto& ids = by_layer[size_t(l)];
     if (ids.empty()) continue;
     std::vector<std::unique_ptr<std::byte[], AlignedFree>> bufs;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "store/expert_bank.h"
+
 namespace sluice::fetch {
 
 struct RouterTrace {
@@ -28,6 +30,8 @@ struct WarmReport {
   std::vector<Entry> ranked;  // used experts, most used first
 };
 
-WarmReport warm(const std::string& model_dir, const std::string& trace_path, int64_t fetch_n, bool quiet = false);
+// `bank` is the model's (model::expert_bank_of(model_dir)).
+WarmReport warm(const std::string& model_dir, const store::ExpertBank& bank, const std::string& trace_path,
+                int64_t fetch_n, bool quiet = false);
 
 }  // namespace sluice::fetch

@@ -269,4 +269,11 @@ int64_t get_positive_int(const nlohmann::json& obj, std::string_view field, cons
   return v;
 }
 
+std::string read_model_type(const std::string& dir) {
+  std::string path = dir + "/config.json";
+  nlohmann::json root = read_json_file(path);
+  if (!root.is_object()) fail(path, ": expected a JSON object");
+  return get_string_or(root, "model_type", "", path);
+}
+
 }  // namespace sluice::format

@@ -55,4 +55,7 @@ std::string get_string_or(const nlohmann::json& obj, std::string_view field, con
 int64_t as_int(const nlohmann::json& value, const std::string& where);
 double as_number(const nlohmann::json& value, const std::string& where);
 
+// config.json's model_type in a model directory ("" when it has none).
+std::string read_model_type(const std::string& dir);
+
 }  // namespace sluice::format

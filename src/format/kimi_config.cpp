@@ -214,14 +214,6 @@ int64_t KimiConfig::count_layers(AttnKind k) const {
   return n;
 }
 
-std::string expert_tensor_base(const KimiConfig& c, int layer, int expert, int which) {
-  return cat(c.tensor_prefix, "model.layers.", layer, ".block_sparse_moe.experts.", expert, ".w", which);
-}
-
-std::string expert_tensor_name(const KimiConfig& c, int layer, int expert, int which, const char* part) {
-  return cat(expert_tensor_base(c, layer, expert, which), ".", part);
-}
-
 KimiConfig parse_kimi_config(const std::string& json_text, const std::string& where) {
   json root = parse_json_text(json_text, where);
   if (!root.is_object()) fail(where, ": expected a JSON object");

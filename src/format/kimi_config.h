@@ -56,11 +56,6 @@ struct KimiConfig {
   int64_t count_layers(AttnKind k) const;
 };
 
-// Checkpoint names of routed expert tensors: "…block_sparse_moe.experts.{expert}.w{which}"
-// (which: 1 gate, 2 down, 3 up), and with a suffix ("weight", "weight_packed", "weight_scale").
-std::string expert_tensor_base(const KimiConfig& c, int layer, int expert, int which);
-std::string expert_tensor_name(const KimiConfig& c, int layer, int expert, int which, const char* part);
-
 // Reads `dir`/config.json. Throws sluice::Error naming the file and the field for an unknown
 // model_type, a missing or mistyped field, a non-positive size, or inconsistent values.
 KimiConfig load_kimi_config(const std::string& dir);

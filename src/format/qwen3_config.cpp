@@ -120,11 +120,4 @@ Qwen3Config load_qwen3_config(const std::string& dir) {
   return parse_qwen3_config(read_json_file(path).dump(), path);
 }
 
-std::string read_model_type(const std::string& dir) {
-  std::string path = dir + "/config.json";
-  json root = read_json_file(path);
-  if (!root.is_object()) fail(path, ": expected a JSON object");
-  return get_string_or(root, "model_type", "", path);
-}
-
 }  // namespace sluice::format

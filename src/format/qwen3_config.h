@@ -31,7 +31,5 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
 // Reads `dir`/config.json.
 Qwen3Config load_qwen3_config(const std::string& dir);
 
-// The model_type field of `dir`/config.json ("" when absent): lets a caller choose the loader.
-std::string read_model_type(const std::string& dir);
 
 }  // namespace sluice::format

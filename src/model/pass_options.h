@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace sluice::model {
 
@@ -13,6 +14,10 @@ struct HiddenCapture {
   std::span<const int64_t> layers;
   float* rows = nullptr;  // [T, layers.size() * hidden_size]
 };
+
+// For each of num_layers layers, its slot in capture's rows or -1 (slots reuses its capacity).
+// Returns how many layers are captured; throws for a layer outside 0..num_layers-1.
+int64_t capture_slots(const HiddenCapture* capture, int64_t num_layers, std::vector<int>& slots);
 
 struct PassOptions {
   bool all_logits = false;  // logits for every row; otherwise only for the last row

@@ -13,8 +13,9 @@
 #include "format/dspark_config.h"
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
-#include "model/dspark.h"
-#include "model/kimi_weights.h"
+#include "model/arch/dspark.h"
+#include "model/arch/kimi.h"
+#include "model/arch/qwen3.h"
 
 namespace sluice::model {
 namespace {
@@ -50,7 +51,7 @@ void put(std::vector<std::byte>& out, DType dt, size_t i, double v) {
   }
 }
 
-std::vector<std::byte> fill(const TensorSpec& t, const format::KimiConfig& c, Rng& rng) {
+std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
   std::vector<std::byte> out(size_t(n * dtype_size(t.dtype)));
@@ -70,7 +71,7 @@ std::vector<std::byte> fill(const TensorSpec& t, const format::KimiConfig& c, Rn
       break;
     case Init::ALog:
       // One value per head, zeros after (a per-channel misreading would use the zeros).
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), i < c.kda_heads ? std::log(1.0 + 15.0 * rng.uniform()) : 0.0);
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), i < t.init_arg ? std::log(1.0 + 15.0 * rng.uniform()) : 0.0);
       break;
     case Init::DtBias:
     case Init::Conv:
@@ -219,7 +220,7 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
   if (spec.shards < 1) fail("make-tiny: --shards must be at least 1");
   std::string config_text = tiny_config_json(spec);
   format::KimiConfig c = format::parse_kimi_config(config_text, "make-tiny config");
-  std::vector<TensorSpec> roster = kimi_roster(c);
+  std::vector<TensorSpec> roster = kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
 
   std::filesystem::create_directories(dir);
   int64_t total = 0;
@@ -241,7 +242,7 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
   };
   for (const auto& t : roster) {
     int shard = int(std::min<int64_t>(shards - 1, done * shards / std::max<int64_t>(total, 1)));
-    format::TensorToWrite w{t.name, t.dtype, t.shape, fill(t, c, rng)};
+    format::TensorToWrite w{t.name, t.dtype, t.shape, fill(t, rng)};
     done += int64_t(w.bytes.size());
     shard_tensors[size_t(shard)].push_back(std::move(w));
     weight_map[t.name] = shard_name(shard);
@@ -289,34 +290,10 @@ std::string tiny_qwen3_config_json(const TinyQwen3Spec& s) {
 void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir) {
   const std::string config_text = tiny_qwen3_config_json(s);
   const format::Qwen3Config c = format::parse_qwen3_config(config_text, "tiny qwen3 config");
-  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   Rng rng{s.seed};
   std::vector<format::TensorToWrite> tensors;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<std::byte> bytes(static_cast<size_t>(n * 2));
-    const double sd = name.find("embed_tokens") != std::string::npos ? 1.0 : 1.0 / std::sqrt(double(shape.back()));
-    for (int64_t i = 0; i < n; ++i) put(bytes, DType::BF16, size_t(i), norm ? 1.0 + 0.1 * rng.normal() : sd * rng.normal());
-    tensors.push_back(format::TensorToWrite{name, DType::BF16, std::move(shape), std::move(bytes)});
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, H}, false);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string L = cat("model.layers.", l, ".");
-    add(L + "input_layernorm.weight", {H}, true);
-    add(L + "self_attn.q_proj.weight", {c.q_dim(), H}, false);
-    add(L + "self_attn.k_proj.weight", {c.kv_dim(), H}, false);
-    add(L + "self_attn.v_proj.weight", {c.kv_dim(), H}, false);
-    add(L + "self_attn.o_proj.weight", {H, c.q_dim()}, false);
-    add(L + "self_attn.q_norm.weight", {D}, true);
-    add(L + "self_attn.k_norm.weight", {D}, true);
-    add(L + "post_attention_layernorm.weight", {H}, true);
-    add(L + "mlp.gate_proj.weight", {I, H}, false);
-    add(L + "mlp.up_proj.weight", {I, H}, false);
-    add(L + "mlp.down_proj.weight", {H, I}, false);
-  }
-  add("model.norm.weight", {H}, true);
-  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H}, false);
+  const TensorList list = qwen3_tensors(c, nullptr);
+  for (const TensorSpec& t : list.specs()) tensors.push_back({t.name, t.dtype, t.shape, fill(t, rng)});
   std::filesystem::create_directories(dir);
   format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
@@ -375,7 +352,8 @@ void write_tiny_dspark(const TinyDSparkSpec& spec, const format::KimiConfig& tar
   std::filesystem::create_directories(dir);
   Rng rng{spec.seed};
   std::vector<format::TensorToWrite> tensors;
-  for (const TensorSpec& t : dspark_roster(c)) tensors.push_back({t.name, t.dtype, t.shape, fill(t, target, rng)});
+  const TensorList list = dspark_tensors(c, nullptr);
+  for (const TensorSpec& t : list.specs()) tensors.push_back({t.name, t.dtype, t.shape, fill(t, rng)});
   format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
   format::write_file_atomic(dir + "/config.json", config_text);

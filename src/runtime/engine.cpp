@@ -1,4 +1,5 @@
-// Engine loading (resident or streamed experts) and its statistics.
+// Engine loading (the target through the registry, resident or streamed experts, trace, drafter),
+// sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
 #include <filesystem>
@@ -6,27 +7,43 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "fetch/stream_source.h"
+#include "model/registry.h"
+#include "runtime/conversation.h"
+#include "runtime/speculate/make_drafter.h"
 #include "store/heat.h"
+#include "store/manifest.h"
 
 namespace sluice::runtime {
 
+const char* const kDeviceHelp =
+    "Where the model computes: cpu (the best ISA, or --isa / SLUICE_ISA), cpu:scalar, cpu:avx2, cpu:avx512, or "
+    "cuda[:N] when this build has the CUDA backend";
+
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
-  auto e = std::make_unique<Engine>();
+  std::unique_ptr<Engine> e(new Engine());
+  e->opt_ = opt;
   const std::string manifest = store::manifest_path(opt.model_dir);
-  bool stream = opt.experts == "stream" || (opt.experts == "auto" && std::filesystem::exists(manifest));
   if (opt.experts != "auto" && opt.experts != "stream" && opt.experts != "resident")
     fail("--experts must be auto, stream or resident (got '", opt.experts, "')");
+  const bool stream = opt.experts == "stream" || (opt.experts == "auto" && std::filesystem::exists(manifest));
   if (opt.experts == "stream" && !std::filesystem::exists(manifest))
     fail(opt.model_dir, ": no expert manifest (", manifest, "); run `sluice prepare --model ", opt.model_dir,
          " --home PATH` first");
-  e->model_ = model::KimiModel::load(opt.model_dir, /*resident_experts=*/!stream);
+  e->tokenizer_ = tokenizer::load_tokenizer(opt.model_dir);
+  kernels::Device* device = &kernels::cpu_device();
+  if (opt.device != "cpu") {
+    e->own_device_ = kernels::open_device(opt.device);
+    device = e->own_device_.get();
+  }
+  e->model_ = model::load_target({.dir = opt.model_dir, .device = device, .resident_experts = !stream});
   if (stream) {
+    const store::ExpertBank* bank = e->model_->expert_bank();
+    if (!bank) fail(opt.model_dir, ": ", e->model_->info().model_type, " has no routed experts to stream");
     std::ifstream in(opt.model_dir + "/config.json", std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    const auto& c = e->model_->config();
-    store::ExpertLayout layout = store::ExpertLayout::from_config(c);
-    store::Manifest m = store::read_manifest(manifest, c, store::model_identity(ss.str(), layout));
+    store::Manifest m = store::read_manifest(manifest, *bank, store::model_identity(ss.str(), bank->layout));
     store::StreamOptions so;
     if (!(opt.cache_gb > 0)) fail("--cache-gb must be positive");
     so.cache_bytes = uint64_t(opt.cache_gb * 1e9);
@@ -35,14 +52,22 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.reader.verify = opt.verify_reads;
     so.reader.queue_depth = opt.queue_depth;
     so.heat_file = store::heat_path(opt.model_dir);
-    so.source = opt.expert_source;
+    so.source = opt.expert_source ? opt.expert_source : fetch::StreamSource::open(opt.model_dir, *bank);
     e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
     e->model_->set_expert_provider(e->store_.get());
   }
+  if (!opt.router_trace.empty()) {
+    const store::ExpertBank* bank = e->model_->expert_bank();
+    e->recorder_ = std::make_unique<RouteRecorder>(e->model_->expert_provider(), opt.router_trace,
+                                                   e->model_->info().num_layers, bank ? bank->num_experts : 0);
+    e->model_->set_expert_provider(e->recorder_.get());
+  }
+  e->drafter_ = make_drafter(opt.draft, *e->model_, opt.model_dir, e->tokenizer_.get());
   return e;
 }
 
 Engine::~Engine() {
+  drafter_.reset();
   if (store_) {
     try {
       store_->save_heat();
@@ -52,10 +77,12 @@ Engine::~Engine() {
   }
 }
 
+std::unique_ptr<Session> Engine::new_session(bool reuse_state) { return std::make_unique<Session>(*this, reuse_state); }
+
 nlohmann::json Engine::stats_json() const {
   const auto& mc = model_->counters();
-  nlohmann::json j = {{"passes", mc.passes}, {"rows", mc.rows}, {"expert_requests", mc.moe.expert_requests},
-                      {"routed_slots", mc.moe.routed_slots}};
+  nlohmann::json j = {{"passes", mc.passes}, {"rows", mc.rows}, {"expert_requests", mc.expert_requests},
+                      {"routed_slots", mc.routed_slots}, {"device", model_->device().name()}};
   if (store_) {
     const auto& s = store_->counters();
     nlohmann::json homes = nlohmann::json::array();
@@ -87,8 +114,8 @@ nlohmann::json Engine::stats_json() const {
 std::string Engine::stats_text(int64_t generated_tokens) const {
   std::ostringstream o;
   const auto& mc = model_->counters();
-  o << "[stats] passes=" << mc.passes << " rows=" << mc.rows << " expert_requests=" << mc.moe.expert_requests
-    << " kernels=" << kernels::active_isa().name << "\n";
+  o << "[stats] passes=" << mc.passes << " rows=" << mc.rows << " expert_requests=" << mc.expert_requests
+    << " device=" << model_->device().name() << "\n";
   if (store_) {
     const auto& s = store_->counters();
     char line[512];
@@ -115,6 +142,26 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     }
   }
   return o.str();
+}
+
+Session::Session(Engine& engine, bool reuse_state)
+    : engine_(engine), state_(engine.model().new_state()), reuse_(reuse_state) {}
+
+void Session::reset() {
+  state_->reset();
+  tape_.clear();
+}
+
+GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOptions opt,
+                                 const std::function<void(int32_t)>& on_token,
+                                 const std::function<void(const StepInfo&)>& on_step) {
+  reused_ = reuse_ ? reusable_prefix(tape_, prompt) : 0;
+  if (reused_ == 0) state_->reset();
+  tape_.clear();  // until this generation finishes normally, the state matches no tape
+  if (!opt.drafter) opt.drafter = engine_.drafter();
+  GenerateResult r = runtime::generate(engine_.model(), *state_, prompt.subspan(reused_), opt, on_token, on_step);
+  if (reuse_) tape_ = tape_after(prompt, r.generated);
+  return r;
 }
 
 }  // namespace sluice::runtime

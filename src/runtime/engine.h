@@ -1,37 +1,68 @@
-// An engine: a loaded model plus, when the model directory has an expert manifest (made by
-// `sluice prepare`), the streaming expert store that serves its routed experts from the homes.
+// The one face front ends (run, serve, bench) see of the engine: Engine::load opens a model
+// directory on a device (the registered architecture its config names), with the streaming expert
+// store when `sluice prepare` made a manifest, a router trace if asked for, its tokenizer and the
+// drafter; a Session holds one sequence's state and generates, reusing the state when a prompt
+// extends what it already consumed. Front ends never assemble that pipeline themselves.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "model/kimi.h"
+#include "kernels/device.h"
+#include "model/target.h"
+#include "runtime/generate.h"
+#include "runtime/router_trace.h"
+#include "runtime/speculate/drafter.h"
 #include "store/streaming_experts.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sluice::runtime {
 
 struct EngineOptions {
   std::string model_dir;
+  std::string device = "cpu";    // cpu (follows --isa / SLUICE_ISA), cpu:scalar|avx2|avx512, cuda[:N]
   std::string experts = "auto";  // auto (stream if prepared) | stream | resident
   double cache_gb = 1.0;
   bool prefetch = true;
   std::string reader = "auto";   // auto | io_uring | pread
   bool verify_reads = true;
   int queue_depth = 4;
-  // Fetches experts a streamed install has no local copy of yet (made by src/fetch); may be null.
+  // Where experts a streamed install (`sluice setup --stream`) has no local copy of yet come from:
+  // null opens the install's own source (sluice-source.json) when there is one.
   std::shared_ptr<store::ExpertSource> expert_source;
+  std::string draft = "off";     // off | ngram | model:DIR | dspark:DIR (make_drafter)
+  std::string router_trace;      // a path: record every routed-expert request there
 };
+
+class Session;
+
+// The --help text of --device.
+extern const char* const kDeviceHelp;
 
 class Engine {
  public:
   static std::unique_ptr<Engine> load(const EngineOptions& opt);
   ~Engine();
 
-  model::KimiModel& model() { return *model_; }
+  model::Target& model() { return *model_; }
+  const model::Target& model() const { return *model_; }
+  const model::TargetInfo& info() const { return model_->info(); }
+  kernels::Device& device() { return model_->device(); }
+  // The model directory's tokenizer, or null when it has none (ids in, ids out).
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Drafter* drafter() const { return drafter_.get(); }
   store::StreamingExperts* store() { return store_.get(); }
   bool streaming() const { return store_ != nullptr; }
+  const EngineOptions& options() const { return opt_; }
+
+  // reuse_state: a generate() whose prompt strictly extends what the session consumed continues
+  // from its state (only the new suffix is prefilled).
+  std::unique_ptr<Session> new_session(bool reuse_state = true);
 
   // Counters for --stats and event logs (model passes, store hits, per-home bandwidth...).
   nlohmann::json stats_json() const;
@@ -39,8 +70,35 @@ class Engine {
   std::string stats_text(int64_t generated_tokens) const;
 
  private:
-  std::unique_ptr<model::KimiModel> model_;
+  Engine() = default;
+  EngineOptions opt_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<kernels::Device> own_device_;  // null: the process-wide CPU device
+  std::unique_ptr<model::Target> model_;
   std::unique_ptr<store::StreamingExperts> store_;
+  std::unique_ptr<RouteRecorder> recorder_;
+  std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
+};
+
+class Session {
+ public:
+  Session(Engine& engine, bool reuse_state);
+  // Runs prompt + continuation; with opt.drafter null the engine's drafter is used. When the prompt
+  // strictly extends the tokens this session's state holds, only the new suffix is fed.
+  GenerateResult generate(std::span<const int32_t> prompt, GenerateOptions opt,
+                          const std::function<void(int32_t)>& on_token = {},
+                          const std::function<void(const StepInfo&)>& on_step = {});
+  // Prompt tokens the last generate() found in the state already (their prefill was skipped).
+  size_t reused() const { return reused_; }
+  void reset();
+  model::State& state() { return *state_; }
+
+ private:
+  Engine& engine_;
+  std::unique_ptr<model::State> state_;
+  bool reuse_;
+  std::vector<int32_t> tape_;  // exactly what the state has consumed (empty: unknown)
+  size_t reused_ = 0;
 };
 
 }  // namespace sluice::runtime

@@ -15,7 +15,7 @@ double ms_since(clock::time_point t) { return std::chrono::duration<double, std:
 
 }  // namespace
 
-GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
+GenerateResult generate(model::Target& m, model::State& state, std::span<const int32_t> prompt,
                         const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
                         const std::function<void(const StepInfo&)>& on_step) {
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
@@ -25,8 +25,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   const int64_t chunk = opt.prefill_chunk > 0
                             ? opt.prefill_chunk
                             : std::max<int64_t>(1, int64_t(opt.prefill_memory / double(m.pass_bytes_per_row(false))));
-  const int64_t V = m.config().vocab_size;
-  const int32_t eos = m.config().eos_token_id;
+  const int64_t V = m.info().vocab_size;
   Sampler sampler(opt.sampling);
   DraftController controller(opt.controller);
   GenerateResult r;
@@ -41,7 +40,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   model::HiddenCapture capture;
   auto with_capture = [&](model::PassOptions po, size_t rows) {
     if (!hidden_layers) return po;
-    hidden_rows.resize(rows * hidden_layers->size() * size_t(m.config().hidden_size));
+    hidden_rows.resize(rows * hidden_layers->size() * size_t(m.info().hidden_size));
     capture = {*hidden_layers, hidden_rows.data()};
     po.capture = &capture;
     return po;
@@ -71,7 +70,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     r.generated.push_back(id);
     history.push_back(id);
     if (on_token) on_token(id);
-    if (opt.stop_at_eos && id == eos) {
+    if (opt.stop_at_eos && m.info().is_eos(id)) {
       r.stop_reason = "eos";
       done = true;
     } else if (int64_t(r.generated.size()) >= opt.max_new) {
@@ -95,7 +94,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
   while (!done) {
     auto ts = clock::now();
     const auto reads0 = read_totals();
-    const int64_t requests0 = m.counters().moe.expert_requests;
+    const int64_t requests0 = m.counters().expert_requests;
     StepInfo step;
     int depth = 0;
     if (opt.drafter) {
@@ -168,7 +167,7 @@ GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::s
     step.ms = ms_since(ts);
     asked_last = depth > 0;
     const auto reads1 = read_totals();
-    step.union_experts = uint64_t(m.counters().moe.expert_requests - requests0);
+    step.union_experts = uint64_t(m.counters().expert_requests - requests0);
     step.missed_experts = reads1.misses - reads0.misses;
     step.bytes_read = reads1.bytes_read - reads0.bytes_read;
     controller.record(StepCost{.asked = depth,

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kimi.h"
+#include "model/target.h"
 #include "runtime/sampling.h"
 #include "runtime/speculate/controller.h"
 #include "runtime/speculate/drafter.h"
@@ -48,12 +48,12 @@ struct GenerateResult {
 
 // Runs prompt + continuation on `state` (which may already hold a prefix).
 // on_token sees each generated token as soon as it is decided; on_step sees each decode step.
-GenerateResult generate(model::KimiModel& m, model::SequenceState& state, std::span<const int32_t> prompt,
+GenerateResult generate(model::Target& m, model::State& state, std::span<const int32_t> prompt,
                         const GenerateOptions& opt, const std::function<void(int32_t)>& on_token = {},
                         const std::function<void(const StepInfo&)>& on_step = {});
 
 // Greedy without drafting (the reference path).
-inline GenerateResult generate_greedy(model::KimiModel& m, model::SequenceState& state,
+inline GenerateResult generate_greedy(model::Target& m, model::State& state,
                                       std::span<const int32_t> prompt, GenerateOptions opt,
                                       const std::function<void(int32_t)>& on_token = {}) {
   opt.sampling = SamplingParams{};

@@ -7,8 +7,6 @@
 
 #include "core/error.h"
 #include "runtime/generate.h"
-#include "runtime/speculate/make_drafter.h"
-#include "serve/conversation.h"
 #include "serve/sse.h"
 #include "serve/stop_matcher.h"
 #include "tokenizer/utf8.h"
@@ -50,18 +48,17 @@ Service::Service(const ServeOptions& options) : opt_(options), admission_(option
   SLUICE_CHECK(opt_.max_context >= 2, "--max-context must be at least 2");
   SLUICE_CHECK(opt_.queue <= 64, "--queue must be at most 64 (got ", opt_.queue, ")");
   SLUICE_CHECK(opt_.max_request_bytes >= 1024, "--max-request-bytes must be at least 1024");
-  tokenizer_ = tokenizer::load_tokenizer(opt_.engine.model_dir);
+  engine_ = runtime::Engine::load(opt_.engine);
+  tokenizer_ = engine_->tokenizer();
   if (!tokenizer_)
     fail(opt_.engine.model_dir, ": no tokenizer (tiktoken.model + tokenizer_config.json, or tokenizer.json); ",
          "the server needs one to render chats and decode replies");
   format_ = tokenizer::detect_chat_format(*tokenizer_);
-  engine_ = runtime::Engine::load(opt_.engine);
-  const auto& cfg = engine_->model().config();
-  if (tokenizer_->vocab_size() > cfg.vocab_size)
-    fail(opt_.engine.model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " ids but the model only ",
-         cfg.vocab_size, "; they do not belong together");
-  drafter_ = runtime::make_drafter(opt_.draft, engine_->model(), opt_.engine.model_dir, tokenizer_.get());
-  state_ = std::make_unique<model::SequenceState>(engine_->model().new_state());
+  const int64_t vocab = engine_->info().vocab_size;
+  if (tokenizer_->vocab_size() > vocab)
+    fail(opt_.engine.model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " ids but the model only ", vocab,
+         "; they do not belong together");
+  session_ = engine_->new_session(opt_.state_reuse);
   std::filesystem::path dir = std::filesystem::path(opt_.engine.model_dir).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "models/k3/" names "k3"
   limits_.model_id = opt_.model_id.empty() ? dir.filename().string() : opt_.model_id;
@@ -97,7 +94,7 @@ std::string Service::new_id(const char* prefix) {
 }
 
 void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat) {
-  const int32_t vocab = int32_t(engine_->model().config().vocab_size);
+  const int32_t vocab = int32_t(engine_->info().vocab_size);
   for (int32_t id : p.prompt)
     if (id < 0 || id >= vocab) fail("prompt token ", id, " is outside the model's vocabulary (", vocab, ")");
   const int64_t n = int64_t(p.prompt.size());
@@ -167,7 +164,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
                   const std::function<bool()>& client_gone) {
   if (shutting_down_) throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
   const bool stream = req.common.stream;
-  const int32_t eos = engine_->model().config().eos_token_id;
+  const model::TargetInfo& info = engine_->info();
   const Json model = limits_.model_id;
   auto send = [&](const std::string& event) {
     if (!write(event)) throw ClientGone{};
@@ -215,16 +212,10 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
 
   if (stream && req.chat) send(sse_event(delta_chunk(Json{{"role", "assistant"}, {"content", ""}})));
 
-  // Conversation state reuse: continue from the kept state when the prompt extends its tape.
-  const size_t reused = opt_.state_reuse ? reusable_prefix(tape_, req.prompt) : 0;
-  if (reused == 0) state_->reset();
-  tape_.clear();  // until this generation finishes normally, the state matches no tape
-  std::span<const int32_t> feed(req.prompt.data() + reused, req.prompt.size() - reused);
-
+  // Conversation state reuse: the session continues from its state when the prompt extends it.
   runtime::GenerateOptions go;
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
-  go.drafter = drafter_.get();
   go.stop_at_eos = !req.common.ignore_eos;
   std::string finish = "length";
   bool natural_end = false;
@@ -235,7 +226,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
         auto d = reply->push(std::span<const int32_t>(&id, 1));
         add_reasoning(d.reasoning);
         add_raw_content(d.content);
-      } else if (id != eos) {
+      } else if (!info.is_eos(id)) {
         std::string_view bytes;
         try {
           bytes = tokenizer_->token_bytes(id);
@@ -248,10 +239,9 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
       if (shutting_down_) throw ShuttingDown{};
       if (client_gone && client_gone()) throw ClientGone{};
     };
-    runtime::GenerateResult r = runtime::generate(engine_->model(), *state_, feed, go, on_token);
+    runtime::GenerateResult r = session_->generate(req.prompt, go, on_token);
     finish = r.stop_reason == "eos" ? "stop" : "length";
     natural_end = true;
-    if (opt_.state_reuse) tape_ = tape_after(req.prompt, r.generated);
   } catch (const StopSequenceHit&) {
     finish = "stop";
   } catch (const ShuttingDown&) {
@@ -279,7 +269,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   }
   if (!tool_calls.empty() && finish == "stop") finish = "tool_calls";
   if (tool_calls.empty() && finish != "length") finish = "stop";
-  const Json usage = usage_json(int64_t(req.prompt.size()), completion_tokens, int64_t(reused));
+  const Json usage = usage_json(int64_t(req.prompt.size()), completion_tokens, int64_t(session_->reused()));
   ++completed_;
 
   if (stream) {

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "runtime/engine.h"
-#include "runtime/speculate/drafter.h"
 #include "serve/admission.h"
 #include "serve/openai_request.h"
 #include "tokenizer/chat.h"
@@ -32,7 +31,6 @@ struct ServeOptions {
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;
-  std::string draft = "off";         // off | ngram | model:DIR | dspark:DIR (runtime::make_drafter)
   bool state_reuse = true;
 };
 
@@ -92,18 +90,17 @@ class Service {
   ServeOptions opt_;
   RequestLimits limits_;
   std::unique_ptr<runtime::Engine> engine_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  const tokenizer::Tokenizer* tokenizer_ = nullptr;  // the engine's
   std::optional<tokenizer::ChatFormat> format_;
-  std::unique_ptr<runtime::Drafter> drafter_;
   Admission admission_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int64_t> completed_{0};
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;
 
-  // Conversation state reuse (touched only by the request holding the admission turn).
-  std::unique_ptr<model::SequenceState> state_;
-  std::vector<int32_t> tape_;
+  // The one sequence; it keeps its state between requests for conversation reuse (touched only by
+  // the request holding the admission turn).
+  std::unique_ptr<runtime::Session> session_;
 };
 
 }  // namespace sluice::serve

@@ -2,21 +2,24 @@
 // experts one layer needs for a pass (the union over all rows of the pass) and gets weight views
 // back; ResidentExperts points into the checkpoint, StreamingExperts reads them from drives
 // through a RAM cache. Nothing about files, drives or caches crosses this interface.
+//
+// The lease contract. begin(layer, experts) opens a lease on the listed experts; each view that
+// next_ready() returns is valid on its place once its `ready` fence has passed and stays valid
+// (its bytes are not evicted, moved or overwritten) until release(layer). The caller issues the
+// device work that reads the views, then records a fence of its compute queue and calls release()
+// only after that fence (on the CPU every op has finished when it returns, so release follows the
+// last op directly; a GPU tier frees a slot only when the fence recorded at release has passed).
+// One lease is open at a time per provider; begin() of the next group implies nothing about the
+// previous one, which must have been released. Providers are used from one thread.
 #pragma once
 #include <cstdint>
 #include <cstddef>
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/kernels.h"
+#include "kernels/weight.h"
 
 namespace sluice::store {
-
-struct ExpertWeights {
-  kernels::Weight gate;  // w1 [moe_intermediate, expert_input]
-  kernels::Weight down;  // w2 [expert_input, moe_intermediate]
-  kernels::Weight up;    // w3 [moe_intermediate, expert_input]
-};
 
 class ExpertProvider {
  public:
@@ -28,22 +31,16 @@ class ExpertProvider {
   // whatever order they land, and fills *out with its views (valid until release); -1 once all
   // were returned. The model computes each expert as it arrives and sums per row in route order
   // afterwards, so the arrival order never changes a result.
-  virtual int next_ready(ExpertWeights* out) = 0;
+  virtual int next_ready(kernels::ExpertView* out) = 0;
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
 
-  // All of begin's experts, in order: out[i] holds experts[i]'s views.
-  void request(int layer, std::span<const int32_t> experts, std::span<ExpertWeights> out) {
-    begin(layer, experts);
-    ExpertWeights w;
-    for (int i; (i = next_ready(&w)) >= 0;) out[size_t(i)] = w;
-  }
   // A hint: these experts of `layer` will probably be requested soon (next-layer prediction).
-  // Never changes what request() returns.
+  // Never changes what next_ready() returns.
   virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/) {}
   // Whether prefetch() does anything (the model skips computing predictions otherwise).
   virtual bool wants_prefetch() const { return false; }
-  // The most experts one request() may name (a RAM budget); the model splits a pass's union
+  // The most experts one begin() may name (a RAM budget); the model splits a pass's union
   // into groups of this size, so each expert is still read once per pass.
   virtual size_t max_batch() const { return SIZE_MAX; }
 

@@ -29,7 +29,7 @@ uint64_t Manifest::bytes_on_home(int home) const {
 
 std::string model_identity(const std::string& config_text, const ExpertLayout& layout) {
   std::string key = config_text;
-  for (const auto& s : layout.segments) key += cat(";w", s.which, ".", s.part, "@", s.offset, "+", s.bytes);
+  for (const auto& s : layout.segments) key += cat(";", s.key, "@", s.offset, "+", s.bytes);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)XXH3_64bits(key.data(), key.size()));
   return buf;
@@ -64,7 +64,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
   format::write_file_atomic(path, j.dump(1) + "\n");
 }
 
-Manifest read_manifest(const std::string& path, const format::KimiConfig& config, const std::string& model_id) {
+Manifest read_manifest(const std::string& path, const ExpertBank& bank, const std::string& model_id) {
   json j = format::read_json_file(path);
   const std::string& w = path;
   if (!j.is_object() || format::get_string_or(j, "format", "", w) != kManifestFormat)
@@ -77,13 +77,13 @@ Manifest read_manifest(const std::string& path, const format::KimiConfig& config
   m.model_id = format::get_string(j, "model_id", w);
   if (m.model_id != model_id)
     fail(path, ": manifest belongs to another model (model_id ", m.model_id, ", this model is ", model_id, ")");
-  m.layout = ExpertLayout::from_config(config);
+  m.layout = bank.layout;
   if (uint64_t(format::get_int(j, "record_bytes", w)) != m.layout.record_bytes ||
       uint64_t(format::get_int(j, "slot_bytes", w)) != m.layout.slot_bytes)
     fail(path, ": record_bytes/slot_bytes disagree with the model's expert layout");
   m.num_layers = format::get_int(j, "num_layers", w);
   m.num_experts = format::get_int(j, "num_experts", w);
-  if (m.num_layers != config.num_layers || m.num_experts != config.num_experts)
+  if (m.num_layers != bank.num_layers || m.num_experts != bank.num_experts)
     fail(path, ": num_layers/num_experts disagree with config.json");
   for (const json& h : format::get_array(j, "homes", w)) {
     Home home;
@@ -98,7 +98,7 @@ Manifest read_manifest(const std::string& path, const format::KimiConfig& config
   m.holders.resize(size_t(m.num_layers));
   for (int64_t l = 0; l < m.num_layers; ++l) {
     const json& experts = layers[size_t(l)];
-    bool moe = config.mlp[size_t(l)] == format::MlpKind::MoE;
+    bool moe = bank.is_moe(int(l));
     if (!experts.is_array() || int64_t(experts.size()) != (moe ? m.num_experts : 0))
       fail(path, ": layer ", l, " must list ", moe ? m.num_experts : 0, " experts");
     for (int64_t e = 0; e < int64_t(experts.size()); ++e) {

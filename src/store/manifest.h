@@ -7,8 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "format/kimi_config.h"
-#include "store/expert_layout.h"
+#include "store/expert_bank.h"
 
 namespace sluice::store {
 
@@ -41,14 +40,16 @@ struct Manifest {
   uint64_t bytes_on_home(int home) const;
 };
 
-// Identity of a model's expert bank: xxh3 of its config.json text and expert layout.
+// Identity of a model's expert bank: xxh3 of its config.json text and expert layout (each segment's
+// key, offset and size; for the Kimi bank the same string manifests were always keyed on).
 std::string model_identity(const std::string& config_text, const ExpertLayout& layout);
 
 // Where the manifest of a model directory lives.
 std::string manifest_path(const std::string& model_dir);
 
 void write_manifest(const Manifest& m, const std::string& path);
-// Reads and validates; `config` and `model_id` must match (else the manifest is foreign).
-Manifest read_manifest(const std::string& path, const format::KimiConfig& config, const std::string& model_id);
+// Reads and validates; `bank` (the model's, from its config.json) and `model_id` must match (else
+// the manifest is foreign).
+Manifest read_manifest(const std::string& path, const ExpertBank& bank, const std::string& model_id);
 
 }  // namespace sluice::store

@@ -53,14 +53,14 @@ Home parse_home_spec(const std::string& spec) {
   return h;
 }
 
-std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfig& c, uint64_t slot_bytes,
+std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank, uint64_t slot_bytes,
                                                          const PrepareOptions& opt, const Heat* heat) {
   const int H = int(opt.homes.size());
   if (H == 0) fail("prepare: give at least one --home");
   std::vector<uint64_t> free(static_cast<size_t>(H));
   for (int h = 0; h < H; ++h)
     free[size_t(h)] = opt.homes[size_t(h)].capacity_bytes ? opt.homes[size_t(h)].capacity_bytes : UINT64_MAX;
-  std::vector<std::vector<std::vector<int>>> out(size_t(c.num_layers));
+  std::vector<std::vector<std::vector<int>>> out(size_t(bank.num_layers));
   auto take = [&](int h) {
     if (free[size_t(h)] != UINT64_MAX) free[size_t(h)] -= slot_bytes;
   };
@@ -68,11 +68,10 @@ std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfi
 
   if (opt.full_copy_home >= H) fail("prepare: --full-copy names home ", opt.full_copy_home, " but only ", H, " given");
   // The full copy is placed first so that its home's capacity is checked up front.
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
-    out[size_t(l)].resize(size_t(c.num_experts));
+  for (int l : bank.moe_layers) {
+    out[size_t(l)].resize(size_t(bank.num_experts));
     if (opt.full_copy_home < 0) continue;
-    for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t e = 0; e < bank.num_experts; ++e) {
       if (!fits(opt.full_copy_home))
         fail("prepare: home ", opt.homes[size_t(opt.full_copy_home)].path, " is too small for a full copy");
       take(opt.full_copy_home);
@@ -80,10 +79,9 @@ std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfi
   }
   // Primary: each layer's experts spread evenly over the homes (weighted round robin), so the
   // reads of one layer land on all drives. The full-copy home counts as already holding them.
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
+  for (int l : bank.moe_layers) {
     std::vector<int64_t> in_layer(static_cast<size_t>(H), 0);
-    for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t e = 0; e < bank.num_experts; ++e) {
       int best = -1;
       for (int k = 0; k < H; ++k) {
         int h = int((e + l + k) % H);  // rotate the start so layers do not all favour home 0
@@ -107,7 +105,7 @@ std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfi
   if (opt.replicate_hot > 0 && H > 1) {
     if (!heat) fail("prepare: --replicate-hot needs usage counts (--heat FILE or a model that has run before)");
     std::vector<std::pair<double, std::pair<int, int>>> ranked;
-    for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int64_t l = 0; l < bank.num_layers; ++l)
       for (int64_t e = 0; e < int64_t(out[size_t(l)].size()); ++e)
         ranked.push_back({heat->get(int(l), int(e)), {int(l), int(e)}});
     std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
@@ -201,15 +199,14 @@ double measure_read_bandwidth(const std::string& home, const std::vector<std::st
   return done && s > 0 ? double(done) / s : 0.0;
 }
 
-Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt) {
+Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt) {
   const std::string config_text = read_text(model_dir + "/config.json");
-  format::KimiConfig c = format::parse_kimi_config(config_text, model_dir + "/config.json");
-  if (c.num_experts == 0) fail(model_dir, ": the model has no routed experts to prepare");
-  ExpertLayout layout = ExpertLayout::from_config(c);
+  if (bank.empty()) fail(model_dir, ": the model has no routed experts to prepare");
+  const ExpertLayout& layout = bank.layout;
   const std::string id = model_identity(config_text, layout);
   format::TensorSet ts = format::TensorSet::open_dir(model_dir);
 
-  Heat heat(c.num_layers, c.num_experts);
+  Heat heat(bank.num_layers, bank.num_experts);
   bool have_heat = false;
   std::string heat_file = opt.heat_file.empty() ? heat_path(model_dir) : opt.heat_file;
   if (fs::exists(heat_file)) {
@@ -218,40 +215,40 @@ Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt
   } else if (!opt.heat_file.empty()) {
     fail("--heat ", opt.heat_file, ": no such file");
   }
-  auto placement = place_experts(c, layout.slot_bytes, opt, have_heat ? &heat : nullptr);
+  auto placement = place_experts(bank, layout.slot_bytes, opt, have_heat ? &heat : nullptr);
   for (const Home& h : opt.homes) claim_home(h, id);
 
   Manifest m;
   m.model_id = id;
   m.layout = layout;
-  m.num_layers = c.num_layers;
-  m.num_experts = c.num_experts;
+  m.num_layers = bank.num_layers;
+  m.num_experts = bank.num_experts;
   m.homes = opt.homes;
-  m.holders.resize(size_t(c.num_layers));
+  m.holders.resize(size_t(bank.num_layers));
 
   uint64_t total = 0, done = 0;
   for (const auto& layer : placement)
     for (const auto& hs : layer) total += hs.size() * layout.slot_bytes;
   auto record = allocate_touched(layout.slot_bytes, 4096);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = 0; l < bank.num_layers; ++l) {
     if (placement[size_t(l)].empty()) continue;
-    m.holders[size_t(l)].resize(size_t(c.num_experts));
+    m.holders[size_t(l)].resize(size_t(bank.num_experts));
     // Checksums of this layer's records, computed from the source once.
-    std::vector<uint64_t> sums(static_cast<size_t>(c.num_experts));
+    std::vector<uint64_t> sums(static_cast<size_t>(bank.num_experts));
     auto fill_record = [&](int64_t e) {
-      auto seg = expert_segments(c, layout, ts, int(l), int(e));
+      auto seg = expert_segments(bank, ts, int(l), int(e));
       layout.validate(seg, cat(model_dir, ": expert ", e, " of layer ", l));
       std::memset(record.get(), 0, layout.slot_bytes);
       for (size_t i = 0; i < seg.size(); ++i)
         std::memcpy(record.get() + layout.segments[i].offset, seg[i], layout.segments[i].bytes);
     };
-    for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t e = 0; e < bank.num_experts; ++e) {
       fill_record(e);
       sums[size_t(e)] = XXH3_64bits(record.get(), layout.slot_bytes);
     }
     for (int h = 0; h < int(opt.homes.size()); ++h) {
       std::vector<int64_t> held;
-      for (int64_t e = 0; e < c.num_experts; ++e) {
+      for (int64_t e = 0; e < bank.num_experts; ++e) {
         const auto& hs = placement[size_t(l)][size_t(e)];
         if (std::find(hs.begin(), hs.end(), h) != hs.end()) held.push_back(e);
       }
@@ -289,7 +286,7 @@ Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt
       done += size;
       if (opt.progress) opt.progress(done, total, cat("layer ", l, " -> ", opt.homes[size_t(h)].path));
     }
-    for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t e = 0; e < bank.num_experts; ++e) {
       auto& hs = m.holders[size_t(l)][size_t(e)];
       const auto& order = placement[size_t(l)][size_t(e)];
       std::stable_sort(hs.begin(), hs.end(), [&](const Holder& a, const Holder& b) {
@@ -300,7 +297,7 @@ Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt
   if (opt.measure) {
     for (int h = 0; h < int(m.homes.size()); ++h) {
       std::vector<std::string> files;
-      for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t l = 0; l < bank.num_layers; ++l)
         if (!placement[size_t(l)].empty()) files.push_back(id + "/" + layer_file(l));
       m.homes[size_t(h)].read_bytes_per_s = measure_read_bandwidth(m.homes[size_t(h)].path, files, 256ull << 20);
     }

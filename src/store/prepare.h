@@ -24,10 +24,11 @@ struct PrepareOptions {
 };
 
 // Placement only (no I/O): holders per (layer, expert) as home indices, primary first.
-std::vector<std::vector<std::vector<int>>> place_experts(const format::KimiConfig& c, uint64_t slot_bytes,
+std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank, uint64_t slot_bytes,
                                                          const PrepareOptions& opt, const Heat* heat);
 
-Manifest prepare_experts(const std::string& model_dir, const PrepareOptions& opt);
+// `bank` is the model's (model::expert_bank_of(model_dir)); its config.json keys the identity.
+Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt);
 
 // Marks `home` as holding the experts of `model_id` (sluice-home.json); refuses a home of another model.
 void claim_home(const Home& home, const std::string& model_id);

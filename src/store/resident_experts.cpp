@@ -1,37 +1,36 @@
-// Resident experts: views straight into the mapped checkpoint.
+// Resident experts: views straight into the mapped checkpoint (per-expert or fused tensors).
 #include "store/resident_experts.h"
 
 #include "core/error.h"
 
 namespace sluice::store {
 
-std::vector<const std::byte*> expert_segments(const format::KimiConfig& c, const ExpertLayout& layout,
-                                              const format::TensorSet& ts, int layer, int expert) {
+std::vector<const std::byte*> expert_segments(const ExpertBank& bank, const format::TensorSet& ts, int layer,
+                                              int expert) {
   std::vector<const std::byte*> out;
-  for (const ExpertSegment& s : layout.segments) {
-    std::string name = format::expert_tensor_name(c, layer, expert, s.which, s.part.c_str());
+  for (const ExpertSegment& s : bank.layout.segments) {
+    std::string name = bank.tensor_name(s, layer, expert);
     const format::TensorInfo& t = ts.get(name);
-    if (t.dtype != s.dtype || t.shape != s.shape) {
+    const std::vector<int64_t> shape = bank.tensor_shape(s);
+    if (t.dtype != s.dtype || t.shape != shape) {
       std::string want = "[";
-      for (size_t i = 0; i < s.shape.size(); ++i) want += cat(i ? ", " : "", s.shape[i]);
+      for (size_t i = 0; i < shape.size(); ++i) want += cat(i ? ", " : "", shape[i]);
       fail(ts.dir(), ": tensor ", name, " is ", dtype_name(t.dtype), " with ", t.shape.size(),
            " dims; the config implies ", dtype_name(s.dtype), " ", want, "]");
     }
-    out.push_back(t.data);
+    out.push_back(t.data + bank.offset_in_tensor(s, expert));
   }
   return out;
 }
 
-ResidentExperts::ResidentExperts(const format::KimiConfig& c, const format::TensorSet& ts)
-    : num_experts_(c.num_experts) {
-  ExpertLayout layout = ExpertLayout::from_config(c);
-  by_layer_.resize(size_t(c.num_layers));
-  for (int l = 0; l < int(c.num_layers); ++l) {
-    if (c.mlp[size_t(l)] != format::MlpKind::MoE) continue;
-    for (int e = 0; e < int(c.num_experts); ++e) {
-      auto seg = expert_segments(c, layout, ts, l, e);
-      layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", l));
-      by_layer_[size_t(l)].push_back(layout.views(seg));
+ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts) : num_experts_(bank.num_experts) {
+  by_layer_.resize(size_t(bank.num_layers));
+  for (int l : bank.moe_layers) {
+    if (l < 0 || l >= int(bank.num_layers)) fail("expert bank: MoE layer ", l, " is outside the model's ", bank.num_layers, " layers");
+    for (int e = 0; e < int(bank.num_experts); ++e) {
+      auto seg = expert_segments(bank, ts, l, e);
+      bank.layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", l));
+      by_layer_[size_t(l)].push_back(bank.layout.views(seg));
     }
   }
 }
@@ -48,7 +47,7 @@ void ResidentExperts::begin(int layer, std::span<const int32_t> experts) {
   }
 }
 
-int ResidentExperts::next_ready(ExpertWeights* out) {
+int ResidentExperts::next_ready(kernels::ExpertView* out) {
   if (next_ >= pending_.size()) return -1;
   *out = *pending_[next_];
   return int(next_++);

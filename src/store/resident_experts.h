@@ -1,31 +1,33 @@
 // Routed experts resident in the mapped safetensors checkpoint (all in RAM): the reference
-// ExpertProvider the streaming store must match bit for bit.
+// ExpertProvider the streaming store must match bit for bit. Experts stored one tensor per expert
+// and fused per layer (experts along the first dimension) are both served in place.
 #pragma once
 #include <vector>
 
-#include "format/kimi_config.h"
 #include "format/safetensors.h"
-#include "store/expert_layout.h"
+#include "store/expert_bank.h"
+#include "store/expert_provider.h"
 
 namespace sluice::store {
 
 class ResidentExperts : public ExpertProvider {
  public:
   // Checks every expert tensor (present, dtype, shape, valid scales); throws naming it.
-  ResidentExperts(const format::KimiConfig& c, const format::TensorSet& ts);
+  ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts);
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(ExpertWeights* out) override;
+  int next_ready(kernels::ExpertView* out) override;
   void release(int) override {}
 
  private:
   int64_t num_experts_;
-  std::vector<std::vector<ExpertWeights>> by_layer_;  // empty for dense layers
-  std::vector<const ExpertWeights*> pending_;
+  std::vector<std::vector<kernels::ExpertView>> by_layer_;  // empty for dense layers
+  std::vector<const kernels::ExpertView*> pending_;
   size_t next_ = 0;
 };
 
-// The checkpoint tensors of one expert in layout order, checked against the layout.
-std::vector<const std::byte*> expert_segments(const format::KimiConfig& c, const ExpertLayout& layout,
-                                              const format::TensorSet& ts, int layer, int expert);
+// The checkpoint bytes of one expert's segments in layout order (into a fused tensor at the
+// expert's offset), each tensor checked against the bank; throws naming the tensor.
+std::vector<const std::byte*> expert_segments(const ExpertBank& bank, const format::TensorSet& ts, int layer,
+                                              int expert);
 
 }  // namespace sluice::store

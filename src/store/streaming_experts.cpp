@@ -124,7 +124,8 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
     if (sl.prefetched && sl.layer == layer && !std::binary_search(experts.begin(), experts.end(), sl.expert))
       sl.prefetched = false;
   reap();
-  std::vector<int> slot_of(experts.size(), -1);
+  std::vector<int>& slot_of = slot_of_;
+  slot_of.assign(experts.size(), -1);
   // Pin hits first so misses cannot evict them.
   for (size_t i = 0; i < experts.size(); ++i) {
     int32_t e = experts[i];
@@ -143,7 +144,8 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
       slot_of[i] = s;
     }
   }
-  std::vector<size_t> to_fetch;  // misses with no local copy: fetched from the source below
+  std::vector<size_t>& to_fetch = to_fetch_;  // misses with no local copy: fetched from the source below
+  to_fetch.clear();
   for (size_t i = 0; i < experts.size(); ++i) {
     if (slot_of[i] >= 0) continue;
     int s = victim();
@@ -186,7 +188,7 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   handed_count_ = 0;
 }
 
-int StreamingExperts::next_ready(ExpertWeights* out) {
+int StreamingExperts::next_ready(kernels::ExpertView* out) {
   const size_t n = pinned_now_.size();
   if (handed_count_ >= n) return -1;
   // Experts already in RAM first, in order; then whichever read lands first.
@@ -197,8 +199,10 @@ int StreamingExperts::next_ready(ExpertWeights* out) {
     *out = m_.layout.views(data(pinned_now_[i]));
     return int(i);
   }
-  std::vector<uint64_t> tickets;
-  std::vector<size_t> index;
+  std::vector<uint64_t>& tickets = tickets_;
+  std::vector<size_t>& index = ticket_index_;
+  tickets.clear();
+  index.clear();
   for (size_t i = 0; i < n; ++i)
     if (!handed_[i]) {
       tickets.push_back(slots_[size_t(pinned_now_[i])].ticket);

@@ -42,7 +42,7 @@ class StreamingExperts : public ExpertProvider {
   ~StreamingExperts() override;
 
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(ExpertWeights* out) override;
+  int next_ready(kernels::ExpertView* out) override;
   void release(int layer) override;
   void prefetch(int layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return opt_.prefetch; }
@@ -83,6 +83,10 @@ class StreamingExperts : public ExpertProvider {
   std::vector<int> where_;        // (layer, expert) -> slot or -1
   std::vector<int> pinned_now_;   // slots of the current request, in its order (pinned)
   std::vector<bool> handed_;      // which of them next_ready returned
+  // Tables of one request, kept so that a request whose experts are all in RAM allocates nothing.
+  std::vector<int> slot_of_;
+  std::vector<size_t> to_fetch_, ticket_index_;
+  std::vector<uint64_t> tickets_;
   size_t handed_count_ = 0;
   std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction (for recall)
   // Per-layer recall (EWMA of |predicted ∩ requested| / |requested|); below kMinRecall after a

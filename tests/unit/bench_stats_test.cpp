@@ -172,5 +172,13 @@ TEST(BenchHarness, ArmParsing) {
   EXPECT_THROW(parse_arm("a:'open"), Error);
 }
 
+TEST(BenchHarness, ArmWithAnotherBinary) {
+  ArmSpec a = parse_arm("old:--binary /opt/old/sluice --no-prefetch");
+  EXPECT_EQ(a.binary, "/opt/old/sluice");
+  EXPECT_EQ(a.flags, (std::vector<std::string>{"--no-prefetch"}));
+  EXPECT_TRUE(parse_arm("new:--no-prefetch").binary.empty());
+  EXPECT_THROW(parse_arm("old:--binary"), Error);
+}
+
 }  // namespace
 }  // namespace sluice::bench

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "format/safetensors.h"
-#include "model/kimi.h"
+#include "model/arch/kimi.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,7 +41,7 @@ TEST(DefaultModel, DraftLoadsWithTheTargetsVocabulary) {
   auto st = draft->new_state();
   std::vector<int32_t> ids{100, 200, 300};
   std::vector<float> logits(size_t(draft->config().vocab_size));
-  draft->forward(st, ids, model::PassOptions{}, logits.data());
+  draft->forward(*st, ids, model::PassOptions{}, logits.data());
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
 }
 

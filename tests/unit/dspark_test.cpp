@@ -15,8 +15,8 @@
 #include "format/dspark_config.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
-#include "model/dspark.h"
-#include "model/kimi.h"
+#include "model/arch/dspark.h"
+#include "model/arch/kimi.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -141,7 +141,7 @@ class DSparkLoad : public ::testing::Test {
 
 TEST_F(DSparkLoad, AcceptsTheTinyDrafter) {
   EXPECT_EQ(load_error(), "");
-  EXPECT_EQ(model::dspark_roster(format::load_dspark_config(dir_ / "ds")).size(), 2u + 2 * 12 + 1 + 2 + 2 + 1);
+  EXPECT_EQ(model::dspark_tensors(format::load_dspark_config(dir_ / "ds"), nullptr).specs().size(), 2u + 2 * 12 + 1 + 2 + 2 + 1);
 }
 
 TEST_F(DSparkLoad, RosterOfK3HasSixtyEightTensors) {
@@ -149,7 +149,7 @@ TEST_F(DSparkLoad, RosterOfK3HasSixtyEightTensors) {
   j["num_hidden_layers"] = 5;
   j["target_layer_ids"] = {2, 23, 47, 71, 89};
   auto c = format::parse_dspark_config(j.dump(), "k3");
-  EXPECT_EQ(model::dspark_roster(c).size(), 68u);
+  EXPECT_EQ(model::dspark_tensors(c, nullptr).specs().size(), 68u);
 }
 
 TEST_F(DSparkLoad, RefusesAMismatchedTarget) {
@@ -244,7 +244,7 @@ TEST_P(DSparkGolden, ContextRowsLogitsTokensAndConfidencesMatchTheReference) {
       std::vector<float> rows(static_cast<size_t>(L * W)), logits(static_cast<size_t>(V));
       model::HiddenCapture cap{c.target_layer_ids, rows.data()};
       auto st = target->new_state();
-      target->forward(st, std::span<const int32_t>(ids.data(), size_t(L)), {.capture = &cap}, logits.data());
+      target->forward(*st, std::span<const int32_t>(ids.data(), size_t(L)), {.capture = &cap}, logits.data());
       double e = max_rel_err(rows.data(), want_rows.data(), rows.size());
       worst_rows = std::max(worst_rows, e);
       EXPECT_LE(e, 1e-4) << ds_name << " history " << i << ": captured target rows";
@@ -300,7 +300,7 @@ std::vector<float> target_rows(model::KimiModel& target, const format::DSparkCon
   std::vector<float> logits(static_cast<size_t>(target.config().vocab_size));
   model::HiddenCapture cap{c.target_layer_ids, rows.data()};
   auto st = target.new_state();
-  target.forward(st, tokens, {.capture = &cap}, logits.data());
+  target.forward(*st, tokens, {.capture = &cap}, logits.data());
   return rows;
 }
 
@@ -364,8 +364,8 @@ class DSparkDraftEquality : public ::testing::TestWithParam<int> {
   runtime::GenerateResult run(std::span<const int32_t> prompt, int n, runtime::Drafter* d, int depth) {
     auto st = target_->new_state();
     runtime::GenerateOptions o{.max_new = n, .stop_at_eos = false, .drafter = d, .fixed_depth = depth};
-    auto r = runtime::generate(*target_, st, prompt, o);
-    last_length_ = st.length();
+    auto r = runtime::generate(*target_, *st, prompt, o);
+    last_length_ = st->length();
     return r;
   }
   testing::TempDir dir_{"dspark-eq"};
@@ -477,10 +477,10 @@ TEST(DSparkStreamed, StreamedVerifyPassesGiveTheResidentTokens) {
   for (int depth : {-1, 4}) {
     auto ds = runtime::DSparkDrafter::load(dir / "ds", e->model());
     auto st = e->model().new_state();
-    auto r = runtime::generate(e->model(), st, prompt,
+    auto r = runtime::generate(e->model(), *st, prompt,
                                {.max_new = 16, .stop_at_eos = false, .drafter = ds.get(), .fixed_depth = depth});
     EXPECT_EQ(r.generated, ref) << "depth " << depth;
-    EXPECT_EQ(ds->context_length(), st.length());
+    EXPECT_EQ(ds->context_length(), st->length());
   }
 }
 

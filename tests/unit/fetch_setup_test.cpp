@@ -14,6 +14,7 @@
 #include "fetch/stream_source.h"
 #include "fetch/verify.h"
 #include "fetch_test_server.h"
+#include "model/registry.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -55,10 +56,10 @@ Generation generate(runtime::Engine& e) {
   auto& m = e.model();
   auto st = m.new_state();
   auto p = prompt();
-  g.logits.resize(p.size() * size_t(m.config().vocab_size));
-  m.forward(st, p, model::PassOptions{.all_logits = true}, g.logits.data());
+  g.logits.resize(p.size() * size_t(m.info().vocab_size));
+  m.forward(*st, p, model::PassOptions{.all_logits = true}, g.logits.data());
   auto st2 = m.new_state();
-  g.tokens = runtime::generate_greedy(m, st2, p, {.max_new = 12, .stop_at_eos = false}).generated;
+  g.tokens = runtime::generate_greedy(m, *st2, p, {.max_new = 12, .stop_at_eos = false}).generated;
   return g;
 }
 
@@ -99,6 +100,7 @@ class FetchSetupTest : public ::testing::Test {
     o.quiet = true;
     o.source_options.retries = 0;
     o.source_options.retry_delay_s = 0.01;
+    o.expert_bank = model::expert_bank_from_config;
     return o;
   }
 
@@ -116,7 +118,7 @@ class FetchSetupTest : public ::testing::Test {
     eo.experts = "stream";
     eo.cache_gb = 0.002;  // a few dozen experts: evictions happen
     so.retry_delay_s = 0.01;
-    eo.expert_source = fetch::StreamSource::open(eo.model_dir, so);
+    eo.expert_source = fetch::StreamSource::open(eo.model_dir, model::expert_bank_of(eo.model_dir), so);
     return runtime::Engine::load(eo);
   }
 
@@ -143,7 +145,7 @@ TEST_F(FetchSetupTest, FullInstallOverHttpGeneratesLikeTheLocalModel) {
   fetch::setup(options("full"));
   EXPECT_LT(server_->served(shard) - before, fs::file_size(src() + "/" + shard) / 5)
       << "only the header of a finished shard is read again";
-  EXPECT_TRUE(fetch::verify_install(model(), false, {}, true).ok());
+  EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
 }
 
 TEST_F(FetchSetupTest, StreamInstallFetchesExpertsOnFirstUseAndKeepsThem) {
@@ -185,7 +187,7 @@ TEST_F(FetchSetupTest, StreamInstallFetchesExpertsOnFirstUseAndKeepsThem) {
     EXPECT_EQ(e->store()->counters().fetched, 0u);
   }
   EXPECT_EQ(server_->served_total(), served_before);
-  fetch::VerifyReport r = fetch::verify_install(model(), false, {}, true);
+  fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(r.experts_checked, fetched_first);
   EXPECT_EQ(r.experts_missing, 8 * 24 - fetched_first);
@@ -310,16 +312,15 @@ TEST_F(FetchSetupTest, StreamedExpertWithWrongBytesIsRejectedAndFetchedAgainLate
   auto e = installed_engine("model");
   Generation got = generate(*e);
   EXPECT_EQ(got.tokens, local_generation().tokens);
-  EXPECT_TRUE(fetch::verify_install(model(), false, {}, true).ok());
+  EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
 }
 
 TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt) {
   fetch::setup(options("full"));
   const std::string shard = model() + "/model-00001-of-00002.safetensors";
-  store::Manifest m = store::read_manifest(store::manifest_path(model()), format::load_kimi_config(model()),
-                                           store::model_identity(slurp(model() + "/config.json"),
-                                                                 store::ExpertLayout::from_config(
-                                                                     format::load_kimi_config(model()))));
+  const store::ExpertBank bank = model::expert_bank_of(model());
+  store::Manifest m = store::read_manifest(store::manifest_path(model()), bank,
+                                           store::model_identity(slurp(model() + "/config.json"), bank.layout));
   const store::Holder h = m.of(2, 5)[0];
   const std::string home_file = m.homes[size_t(h.home)].path + "/" + h.file;
   auto flip = [](const std::string& path, uint64_t at) {
@@ -334,7 +335,7 @@ TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt)
   flip(shard, fs::file_size(shard) - 7);
   flip(home_file, h.offset + 100);
   std::string shard_bad = slurp(shard), home_bad = slurp(home_file);
-  fetch::VerifyReport r = fetch::verify_install(model(), false, {}, true);
+  fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
   EXPECT_FALSE(r.ok());
   ASSERT_EQ(r.problems.size(), 2u);
   EXPECT_NE(r.problems[0].find("SHA-256"), std::string::npos) << r.problems[0];
@@ -343,11 +344,11 @@ TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt)
   EXPECT_EQ(slurp(home_file), home_bad);
   fetch::SourceOptions so;
   so.retries = 0;
-  fetch::VerifyReport fixed = fetch::verify_install(model(), true, so, true);
+  fetch::VerifyReport fixed = fetch::verify_install(model(), model::expert_bank_from_config, true, so, true);
   EXPECT_TRUE(fixed.ok()) << (fixed.unfixed.empty() ? "" : fixed.unfixed[0]);
   EXPECT_EQ(fixed.repaired.size(), 2u);
   EXPECT_EQ(slurp(shard), slurp(src() + "/model-00001-of-00002.safetensors"));
-  EXPECT_TRUE(fetch::verify_install(model(), false, {}, true).ok());
+  EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
   auto e = installed_engine("model");
   EXPECT_EQ(generate(*e).tokens, local_generation().tokens);
 }

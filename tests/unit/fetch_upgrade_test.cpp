@@ -12,7 +12,7 @@
 #include "fetch/upgrade.h"
 #include "fetch/warm.h"
 #include "fetch/stream_source.h"
-#include "format/kimi_config.h"
+#include "model/registry.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -33,9 +33,9 @@ std::string slurp(const std::string& path) {
 }
 
 store::Manifest read_current(const std::string& dir) {
-  auto c = format::load_kimi_config(dir);
-  return store::read_manifest(store::manifest_path(dir), c,
-                              store::model_identity(slurp(dir + "/config.json"), store::ExpertLayout::from_config(c)));
+  const store::ExpertBank bank = model::expert_bank_of(dir);
+  return store::read_manifest(store::manifest_path(dir), bank,
+                              store::model_identity(slurp(dir + "/config.json"), bank.layout));
 }
 
 TEST(FetchUpgradeTest, FormatListEndsAtTheCurrentManifestVersion) {
@@ -59,7 +59,8 @@ TEST(FetchUpgradeTest, FirstFormatFixtureMigratesToCurrent) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sluice upgrade"), std::string::npos) << e.what();
   }
-  fetch::UpgradeResult r = fetch::upgrade_install(dir.str());
+  const store::ExpertBank bank = model::expert_bank_of(dir.str());
+  fetch::UpgradeResult r = fetch::upgrade_install(dir.str(), bank);
   EXPECT_EQ(r.from, 1);
   EXPECT_EQ(r.to, store::kManifestVersion);
   EXPECT_EQ(slurp(r.backup), original) << "the backup must be the old manifest, byte for byte";
@@ -83,7 +84,7 @@ TEST(FetchUpgradeTest, FirstFormatFixtureMigratesToCurrent) {
   EXPECT_GT(holders, 0u);
   // Upgrading a current installation changes nothing.
   std::string now = slurp(dir / "sluice-manifest.json");
-  fetch::UpgradeResult again = fetch::upgrade_install(dir.str());
+  fetch::UpgradeResult again = fetch::upgrade_install(dir.str(), bank);
   EXPECT_EQ(again.from, again.to);
   EXPECT_TRUE(again.backup.empty());
   EXPECT_EQ(slurp(dir / "sluice-manifest.json"), now);
@@ -93,10 +94,11 @@ TEST(FetchUpgradeTest, UnknownLayoutsAreRefusedUntouched) {
   testing::TempDir dir("upgrade-refuse");
   const std::string fixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/manifest_v1";
   fs::copy_file(fixture + "/config.json", dir / "config.json");
+  const store::ExpertBank bank = model::expert_bank_of(dir.str());
   auto expect_refused = [&](const std::string& text, const std::string& want) {
     std::ofstream(dir / "sluice-manifest.json", std::ios::trunc) << text;
     try {
-      fetch::upgrade_install(dir.str());
+      fetch::upgrade_install(dir.str(), bank);
       ADD_FAILURE() << "upgrade accepted: " << text;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
@@ -112,7 +114,7 @@ TEST(FetchUpgradeTest, UnknownLayoutsAreRefusedUntouched) {
   j["num_experts"] = 5;
   expect_refused(j.dump(1), "does not validate");
   fs::remove(dir / "sluice-manifest.json");
-  EXPECT_THROW(fetch::upgrade_install(dir.str()), Error);
+  EXPECT_THROW(fetch::upgrade_install(dir.str(), bank), Error);
 }
 
 TEST(FetchUpgradeTest, MigrationNeverTouchesExpertBytes) {
@@ -124,7 +126,8 @@ TEST(FetchUpgradeTest, MigrationNeverTouchesExpertBytes) {
   store::PrepareOptions opt;
   opt.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
   opt.measure = false;
-  store::prepare_experts(model_dir, opt);
+  const store::ExpertBank bank = model::expert_bank_of(model_dir);
+  store::prepare_experts(model_dir, bank, opt);
   // The same installation as the first sluice wrote it.
   nlohmann::json j = nlohmann::json::parse(slurp(store::manifest_path(model_dir)));
   j["version"] = 1;
@@ -137,7 +140,7 @@ TEST(FetchUpgradeTest, MigrationNeverTouchesExpertBytes) {
   eo.model_dir = model_dir;
   eo.experts = "stream";
   EXPECT_THROW(runtime::Engine::load(eo), Error);
-  fetch::upgrade_install(model_dir);
+  fetch::upgrade_install(model_dir, bank);
   for (const auto& [path, before] : homes) {
     EXPECT_EQ(slurp(path), before.first) << path;
     EXPECT_EQ(fs::last_write_time(path), before.second) << path;
@@ -145,11 +148,11 @@ TEST(FetchUpgradeTest, MigrationNeverTouchesExpertBytes) {
   std::vector<int32_t> p = {3, 1, 4, 1, 5};
   auto streamed = runtime::Engine::load(eo);
   auto st = streamed->model().new_state();
-  auto got = runtime::generate_greedy(streamed->model(), st, p, {.max_new = 8, .stop_at_eos = false}).generated;
+  auto got = runtime::generate_greedy(streamed->model(), *st, p, {.max_new = 8, .stop_at_eos = false}).generated;
   eo.experts = "resident";
   auto resident = runtime::Engine::load(eo);
   auto st2 = resident->model().new_state();
-  auto want = runtime::generate_greedy(resident->model(), st2, p, {.max_new = 8, .stop_at_eos = false}).generated;
+  auto want = runtime::generate_greedy(resident->model(), *st2, p, {.max_new = 8, .stop_at_eos = false}).generated;
   EXPECT_EQ(got, want);
 }
 
@@ -168,11 +171,11 @@ TEST(FetchWarmTest, RouterTracePlansAndFetchesTheMostUsedExperts) {
     eo.experts = "resident";
     auto e = runtime::Engine::load(eo);
     auto& m = e->model();
-    runtime::RouteRecorder rec(m.expert_provider(), trace, m.config().num_layers, m.config().num_experts);
+    runtime::RouteRecorder rec(m.expert_provider(), trace, m.info().num_layers, m.expert_bank()->num_experts);
     m.set_expert_provider(&rec);
     auto st = m.new_state();
     std::vector<int32_t> p = {7, 8, 9, 10};
-    runtime::generate_greedy(m, st, p, {.max_new = 6, .stop_at_eos = false});
+    runtime::generate_greedy(m, *st, p, {.max_new = 6, .stop_at_eos = false});
     EXPECT_GT(rec.requests(), 0u);
     m.set_expert_provider(nullptr);
   }
@@ -186,15 +189,17 @@ TEST(FetchWarmTest, RouterTracePlansAndFetchesTheMostUsedExperts) {
   so.mode = "stream";
   so.homes = {dir / "home"};
   so.quiet = true;
+  so.expert_bank = model::expert_bank_from_config;
   fetch::setup(so);
-  fetch::WarmReport plan = fetch::warm(so.model_dir, trace, 0, true);
+  const store::ExpertBank bank = model::expert_bank_of(so.model_dir);
+  fetch::WarmReport plan = fetch::warm(so.model_dir, bank, trace, 0, true);
   EXPECT_GT(plan.used, 5u);
   EXPECT_EQ(plan.missing, plan.used);
   EXPECT_EQ(plan.local, 0u);
   EXPECT_GT(plan.bytes_missing, 0u);
-  fetch::WarmReport fetched = fetch::warm(so.model_dir, trace, 5, true);
+  fetch::WarmReport fetched = fetch::warm(so.model_dir, bank, trace, 5, true);
   EXPECT_EQ(fetched.fetched, 5u);
-  fetch::WarmReport after = fetch::warm(so.model_dir, trace, 0, true);
+  fetch::WarmReport after = fetch::warm(so.model_dir, bank, trace, 0, true);
   EXPECT_EQ(after.local, 5u);
   EXPECT_EQ(after.missing, plan.used - 5);
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(after.ranked[i].local) << "the most used experts are fetched first";

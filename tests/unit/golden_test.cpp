@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "format/safetensors.h"
-#include "model/kimi.h"
+#include "model/arch/kimi.h"
 #include "golden_util.h"
 #include "runtime/generate.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "format/safetensors.h"
-#include "model/kimi.h"
+#include "model/arch/kimi.h"
 #include "runtime/generate.h"
 
 namespace sluice::testing {
@@ -25,11 +25,11 @@ std::vector<int32_t> plain_greedy(Model& model, const std::vector<int32_t>& prom
   const int64_t V = model.config().vocab_size;
   auto st = model.new_state();
   std::vector<float> logits(static_cast<size_t>(V));
-  model.forward(st, prompt, model::PassOptions{}, logits.data());
+  model.forward(*st, prompt, model::PassOptions{}, logits.data());
   std::vector<int32_t> out;
   while (out.size() < n) {
     out.push_back(runtime::argmax(logits.data(), V));
-    if (out.size() < n) model.forward(st, std::span<const int32_t>(&out.back(), 1), model::PassOptions{}, logits.data());
+    if (out.size() < n) model.forward(*st, std::span<const int32_t>(&out.back(), 1), model::PassOptions{}, logits.data());
   }
   return out;
 }
@@ -62,7 +62,7 @@ int check_against_reference(Model& model, const std::string& expected_path, cons
 
     auto st = model.new_state();
     std::vector<float> got(ref.size());
-    model.forward(st, ids, model::PassOptions{.all_logits = true}, got.data());
+    model.forward(*st, ids, model::PassOptions{.all_logits = true}, got.data());
     double worst = 0;
     for (size_t t = 0; t < ids.size(); ++t) {
       double scale = 0, err = 0;
@@ -81,7 +81,7 @@ int check_against_reference(Model& model, const std::string& expected_path, cons
     if constexpr (std::is_same_v<Model, model::KimiModel>) {
       auto st2 = model.new_state();
       runtime::GenerateOptions opt{.max_new = int64_t(greedy.size()), .stop_at_eos = false};
-      generated = runtime::generate_greedy(model, st2, ids, opt).generated;
+      generated = runtime::generate_greedy(model, *st2, ids, opt).generated;
     } else {
       generated = plain_greedy(model, ids, greedy.size());
     }

@@ -35,6 +35,7 @@ struct TestWeight {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
   std::vector<uint8_t> packed, scales;
+  std::vector<float> block_scales;  // FP8
 };
 
 // MXFP4 scales near 2^0 keep random products well inside the normal range; extreme bytes are
@@ -66,6 +67,22 @@ TestWeight random_weight(WeightType type, int64_t rows, int64_t cols, std::mt199
       t.w.scales = t.scales.data();
       break;
     }
+    case WeightType::FP8_E4M3: {
+      // Every finite e4m3 byte (0x7f and 0xff are NaN), block scales like DeepSeek-V3's (~1e-3..1e-2).
+      t.packed.resize(static_cast<size_t>(rows * cols));
+      const int64_t rb = (rows + kFp8Block - 1) / kFp8Block, cb = (cols + kFp8Block - 1) / kFp8Block;
+      t.block_scales.resize(static_cast<size_t>(rb * cb));
+      std::uniform_int_distribution<int> byte(0, 255);
+      std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+      for (uint8_t& v : t.packed) {
+        do v = uint8_t(byte(rng));
+        while ((v & 0x7f) == 0x7f);
+      }
+      for (float& v : t.block_scales) v = scale(rng);
+      t.w.data = t.packed.data();
+      t.w.scales = t.block_scales.data();
+      break;
+    }
   }
   return t;
 }
@@ -85,7 +102,17 @@ double weight_at(const Weight& w, int64_t r, int64_t c) {
     case WeightType::MXFP4: {
       uint8_t byte = static_cast<const uint8_t*>(w.data)[(r * w.cols + c) / 2];
       uint8_t code = c % 2 == 0 ? byte & 15 : byte >> 4;
-      return double(kE2M1Values[code]) * std::ldexp(1.0, int(w.scales[r * (w.cols / 32) + c / 32]) - 127);
+      const uint8_t* scales = static_cast<const uint8_t*>(w.scales);
+      return double(kE2M1Values[code]) * std::ldexp(1.0, int(scales[r * (w.cols / 32) + c / 32]) - 127);
+    }
+    case WeightType::FP8_E4M3: {
+      const uint8_t b = static_cast<const uint8_t*>(w.data)[r * w.cols + c];
+      const int64_t cb = (w.cols + kFp8Block - 1) / kFp8Block;
+      const float s = static_cast<const float*>(w.scales)[(r / kFp8Block) * cb + c / kFp8Block];
+      // e4m3 from its definition: sign, exponent bias 7, 3 mantissa bits, subnormals below 2^-6.
+      const int e = (b >> 3) & 15, m = b & 7;
+      const double mag = e == 0 ? std::ldexp(double(m), -9) : std::ldexp(double(8 + m), e - 10);
+      return (b & 0x80 ? -mag : mag) * double(s);
     }
   }
   return 0.0;
@@ -96,6 +123,7 @@ const char* type_name(WeightType t) {
     case WeightType::F32: return "f32";
     case WeightType::BF16: return "bf16";
     case WeightType::MXFP4: return "mxfp4";
+    case WeightType::FP8_E4M3: return "fp8";
   }
   return "?";
 }
@@ -105,6 +133,7 @@ MatmulFn fn_of(const Isa& isa, WeightType t) {
     case WeightType::F32: return isa.matmul_f32;
     case WeightType::BF16: return isa.matmul_bf16;
     case WeightType::MXFP4: return isa.matmul_mxfp4;
+    case WeightType::FP8_E4M3: return isa.matmul_fp8;
   }
   return nullptr;
 }
@@ -213,6 +242,46 @@ TEST(KernelMatmul, Mxfp4MatchesScalarOnOddSizes) {
       for (int rep = 0; rep < 3; ++rep)
         expect_matches_scalar(*isa, WeightType::MXFP4, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
     }
+  }
+}
+
+// FP8 with 128x128 block scales, partial edge blocks included (DeepSeek-V3's kv_a_proj_with_mqa
+// has 576 rows): every ISA within the sum-order bound of the exact dequantize-then-multiply product.
+TEST(KernelMatmul, Fp8MatchesTheDequantizedProduct) {
+  std::mt19937_64 rng(test_seed() + 3);
+  const int64_t shapes[][2] = {{1, 1}, {3, 127}, {7, 128}, {130, 129}, {200, 300}, {576, 260}};
+  for (const Isa* isa : available_isas()) {
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1], n = 3;
+      SCOPED_TRACE(cat("isa=", isa->name, " rows=", rows, " cols=", cols, " seed=", test_seed()));
+      TestWeight t = random_weight(WeightType::FP8_E4M3, rows, cols, rng);
+      std::vector<float> x = random_vectors(n * cols, rng), y(static_cast<size_t>(n * rows));
+      linear_on(*isa, t.w, x.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          double want = 0;
+          for (int64_t c = 0; c < cols; ++c) want += weight_at(t.w, r, c) * x[size_t(i * cols + c)];
+          const double got = y[size_t(i * rows + r)];
+          ASSERT_LE(std::fabs(got - want), tolerance(t.w, x.data() + i * cols, r)) << "row " << r << " vector " << i;
+        }
+    }
+  }
+}
+
+TEST(KernelFp8, DecodeIsE4M3) {
+  EXPECT_EQ(e4m3_to_f32(0x00), 0.0f);
+  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);            // exponent 7, mantissa 0
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);          // the largest finite value
+  EXPECT_EQ(e4m3_to_f32(0xfe), -448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(e4m3_to_f32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0xff)));
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double mag = e == 0 ? m / 8.0 * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+    EXPECT_EQ(double(e4m3_to_f32(uint8_t(b))), b & 0x80 ? -mag : mag) << "byte " << b;
   }
 }
 

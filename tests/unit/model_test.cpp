@@ -6,7 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "model/kimi.h"
+#include "kernels/cpu/kernels.h"
+#include "model/arch/kimi.h"
 #include "model_test_util.h"
 #include "runtime/generate.h"
 
@@ -15,7 +16,6 @@ namespace {
 
 using model::KimiModel;
 using model::PassOptions;
-using model::SequenceState;
 
 struct Arch {
   const char* name;
@@ -35,20 +35,10 @@ class ModelInvariants : public ::testing::TestWithParam<int> {
     for (int i = 0; i < n; ++i) out.push_back(int32_t((i * 37 + salt * 11 + 5) % (spec_.vocab - 8)));
     return out;
   }
-  static void expect_same_state(const SequenceState& a, const SequenceState& b) {
+  // KDA conv windows and recurrent matrices, and the MLA latents and k_pe of every position.
+  void expect_same_state(const model::State& a, const model::State& b) const {
     ASSERT_EQ(a.length(), b.length());
-    for (size_t i = 0; i < a.kda.size(); ++i) {
-      EXPECT_EQ(a.kda[i].conv, b.kda[i].conv) << "KDA conv state of KDA layer " << i;
-      EXPECT_EQ(a.kda[i].S, b.kda[i].S) << "KDA recurrent state of KDA layer " << i;
-    }
-    for (size_t i = 0; i < a.mla.size(); ++i) {
-      size_t lat = a.mla[i].latent.size() / size_t(a.capacity_) * size_t(a.length());
-      size_t pe = a.mla[i].k_pe.size() / size_t(a.capacity_) * size_t(a.length());
-      EXPECT_TRUE(std::equal(a.mla[i].latent.begin(), a.mla[i].latent.begin() + long(lat), b.mla[i].latent.begin()))
-          << "MLA latents of MLA layer " << i;
-      EXPECT_TRUE(std::equal(a.mla[i].k_pe.begin(), a.mla[i].k_pe.begin() + long(pe), b.mla[i].k_pe.begin()))
-          << "MLA k_pe of MLA layer " << i;
-    }
+    EXPECT_EQ(model_->state_values(a), model_->state_values(b)) << "KDA state or MLA cache rows differ";
   }
   testing::TempDir dir_{"model"};
   model::TinySpec spec_;
@@ -58,18 +48,18 @@ class ModelInvariants : public ::testing::TestWithParam<int> {
 TEST_P(ModelInvariants, MultiPositionPassEqualsTokenByToken) {
   const int64_t V = model_->config().vocab_size;
   auto ids = tokens(13, 1);
-  SequenceState batch = model_->new_state();
+  auto batch = model_->new_state();
   std::vector<float> all(ids.size() * size_t(V));
-  model_->forward(batch, ids, PassOptions{.all_logits = true}, all.data());
+  model_->forward(*batch, ids, PassOptions{.all_logits = true}, all.data());
 
-  SequenceState step = model_->new_state();
+  auto step = model_->new_state();
   std::vector<float> one(static_cast<size_t>(V));
   for (size_t t = 0; t < ids.size(); ++t) {
-    model_->forward(step, std::span<const int32_t>(&ids[t], 1), PassOptions{}, one.data());
+    model_->forward(*step, std::span<const int32_t>(&ids[t], 1), PassOptions{}, one.data());
     for (int64_t v = 0; v < V; ++v)
       ASSERT_EQ(one[size_t(v)], all[t * size_t(V) + size_t(v)]) << "position " << t << " logit " << v;
   }
-  expect_same_state(batch, step);
+  expect_same_state(*batch, *step);
 }
 
 TEST_P(ModelInvariants, CommitPrefixLeavesTheStateOfTheShorterRun) {
@@ -77,42 +67,43 @@ TEST_P(ModelInvariants, CommitPrefixLeavesTheStateOfTheShorterRun) {
   auto prefix = tokens(6, 2);
   auto rows = tokens(5, 3);
   for (int64_t n = 0; n <= int64_t(rows.size()); ++n) {
-    SequenceState verify = model_->new_state();
+    auto verify = model_->new_state();
     std::vector<float> logits(rows.size() * size_t(V));
-    model_->forward(verify, prefix, PassOptions{}, logits.data());
-    model_->forward(verify, rows, PassOptions{.all_logits = true, .record = true}, logits.data());
-    model_->commit_prefix(verify, n);
+    model_->forward(*verify, prefix, PassOptions{}, logits.data());
+    model_->forward(*verify, rows, PassOptions{.all_logits = true, .record = true}, logits.data());
+    model_->commit_prefix(*verify, n);
 
-    SequenceState plain = model_->new_state();
+    auto plain = model_->new_state();
     std::vector<int32_t> kept(prefix);
     kept.insert(kept.end(), rows.begin(), rows.begin() + n);
-    model_->forward(plain, kept, PassOptions{}, logits.data());
-    expect_same_state(verify, plain);
+    model_->forward(*plain, kept, PassOptions{}, logits.data());
+    expect_same_state(*verify, *plain);
 
     // And both continue identically.
     std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V));
     auto more = tokens(3, 4);
-    model_->forward(verify, more, PassOptions{}, a.data());
-    model_->forward(plain, more, PassOptions{}, b.data());
+    model_->forward(*verify, more, PassOptions{}, a.data());
+    model_->forward(*plain, more, PassOptions{}, b.data());
     EXPECT_EQ(a, b) << "continuation after commit_prefix(" << n << ")";
   }
 }
 
 TEST_P(ModelInvariants, SnapshotRestoreRollsBack) {
   const int64_t V = model_->config().vocab_size;
-  SequenceState st = model_->new_state();
+  auto st = model_->new_state();
   std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V));
-  model_->forward(st, tokens(5, 5), PassOptions{}, a.data());
-  auto snap = st.snapshot();
-  model_->forward(st, tokens(4, 6), PassOptions{}, a.data());
-  st.restore(snap);
-  EXPECT_EQ(st.length(), 5);
+  model_->forward(*st, tokens(5, 5), PassOptions{}, a.data());
+  auto snap = model_->new_snapshot();
+  model_->save(*st, *snap);
+  model_->forward(*st, tokens(4, 6), PassOptions{}, a.data());
+  model_->restore(*st, *snap);
+  EXPECT_EQ(st->length(), 5);
   auto next = tokens(2, 7);
-  model_->forward(st, next, PassOptions{}, a.data());
-  SequenceState fresh = model_->new_state();
+  model_->forward(*st, next, PassOptions{}, a.data());
+  auto fresh = model_->new_state();
   auto both = tokens(5, 5);
   both.insert(both.end(), next.begin(), next.end());
-  model_->forward(fresh, both, PassOptions{}, b.data());
+  model_->forward(*fresh, both, PassOptions{}, b.data());
   EXPECT_EQ(a, b);
 }
 
@@ -120,9 +111,9 @@ TEST_P(ModelInvariants, ChunkedPrefillEqualsOnePass) {
   auto prompt = tokens(17, 8);
   runtime::GenerateOptions one{.max_new = 8, .prefill_chunk = 512, .stop_at_eos = false};
   runtime::GenerateOptions chunked{.max_new = 8, .prefill_chunk = 3, .stop_at_eos = false};
-  SequenceState s1 = model_->new_state(), s2 = model_->new_state();
-  auto r1 = runtime::generate_greedy(*model_, s1, prompt, one);
-  auto r2 = runtime::generate_greedy(*model_, s2, prompt, chunked);
+  auto s1 = model_->new_state(), s2 = model_->new_state();
+  auto r1 = runtime::generate_greedy(*model_, *s1, prompt, one);
+  auto r2 = runtime::generate_greedy(*model_, *s2, prompt, chunked);
   EXPECT_EQ(r1.generated, r2.generated);
   EXPECT_EQ(r1.generated.size(), 8u);
 }
@@ -134,8 +125,8 @@ TEST_P(ModelInvariants, ResultsDoNotDependOnKernelIsa) {
   const char* before = kernels::active_isa().name;
   for (const kernels::Isa* isa : kernels::available_isas()) {
     kernels::set_active_isa(isa->name);
-    SequenceState st = model_->new_state();
-    outs.push_back(runtime::generate_greedy(*model_, st, prompt, {.max_new = 6, .stop_at_eos = false}).generated);
+    auto st = model_->new_state();
+    outs.push_back(runtime::generate_greedy(*model_, *st, prompt, {.max_new = 6, .stop_at_eos = false}).generated);
   }
   kernels::set_active_isa(before);
   for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[0], outs[i]) << kernels::available_isas()[i]->name;

@@ -8,7 +8,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "model/kimi.h"
+#include "model/arch/kimi.h"
+#include "model/registry.h"
 #include "model/tiny_checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -85,6 +86,19 @@ inline model::TinySpec streamed_tiny_spec() {
   return s;
 }
 
+// Packs the experts of the checkpoint in `model_dir` onto two homes under `dir` and loads it
+// streaming through a cache of `cache_gb`.
+inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb) {
+  store::PrepareOptions po;
+  po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
+  po.measure = false;
+  store::prepare_experts(model_dir, model::expert_bank_of(model_dir), po);
+  runtime::EngineOptions eo;
+  eo.model_dir = model_dir;
+  eo.cache_gb = cache_gb;
+  return runtime::Engine::load(eo);
+}
+
 inline StreamedTiny streamed_tiny(const TempDir& dir, std::span<const int32_t> prompt, int64_t max_new,
                                   const std::function<void(const model::KimiModel&)>& with_resident = {}) {
   StreamedTiny t;
@@ -93,17 +107,10 @@ inline StreamedTiny streamed_tiny(const TempDir& dir, std::span<const int32_t> p
   {
     auto m = model::KimiModel::load(dir / "m");
     auto st = m->new_state();
-    t.ref = runtime::generate(*m, st, prompt, {.max_new = max_new, .stop_at_eos = false}).generated;
+    t.ref = runtime::generate(*m, *st, prompt, {.max_new = max_new, .stop_at_eos = false}).generated;
     if (with_resident) with_resident(*m);
   }
-  store::PrepareOptions po;
-  po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
-  po.measure = false;
-  store::prepare_experts(dir / "m", po);
-  runtime::EngineOptions eo;
-  eo.model_dir = dir / "m";
-  eo.cache_gb = 12 * 4096 * 3 / 1e9;  // a handful of slots: every verify pass streams
-  t.engine = runtime::Engine::load(eo);
+  t.engine = streamed_engine(dir, dir / "m", 12 * 4096 * 3 / 1e9);  // a handful of slots: every verify pass streams
   return t;
 }
 

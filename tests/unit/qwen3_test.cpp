@@ -14,7 +14,7 @@
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
 #include "golden_util.h"
-#include "model/qwen3.h"
+#include "model/arch/qwen3.h"
 #include "model/tiny_checkpoint.h"
 #include "model_test_util.h"
 
@@ -241,7 +241,7 @@ TEST_P(Qwen3Tiny, MatchesADoublePrecisionReference) {
   auto want = ref.logits(ids);
   std::vector<float> got(want.size());
   auto st = model_->new_state();
-  model_->forward(st, ids, PassOptions{.all_logits = true}, got.data());
+  model_->forward(*st, ids, PassOptions{.all_logits = true}, got.data());
   double worst = 0;
   for (size_t t = 0; t < ids.size(); ++t) {
     double scale = 0, err = 0;
@@ -261,16 +261,16 @@ TEST_P(Qwen3Tiny, MultiRowPassEqualsOneRowPassesBitForBit) {
   auto ids = some_ids(23, 2, V);
   std::vector<float> all(ids.size() * size_t(V)), one(static_cast<size_t>(V));
   auto batch = model_->new_state();
-  model_->forward(batch, std::span<const int32_t>(ids).first(5), PassOptions{}, one.data());
+  model_->forward(*batch, std::span<const int32_t>(ids).first(5), PassOptions{}, one.data());
   // Rows 5.. in one pass on top of a 5-row prefix, against one row at a time.
-  model_->forward(batch, std::span<const int32_t>(ids).subspan(5), PassOptions{.all_logits = true}, all.data());
+  model_->forward(*batch, std::span<const int32_t>(ids).subspan(5), PassOptions{.all_logits = true}, all.data());
   auto step = model_->new_state();
   for (size_t t = 0; t < ids.size(); ++t) {
-    model_->forward(step, std::span<const int32_t>(&ids[t], 1), PassOptions{}, one.data());
+    model_->forward(*step, std::span<const int32_t>(&ids[t], 1), PassOptions{}, one.data());
     if (t < 5) continue;
     ASSERT_EQ(std::memcmp(one.data(), all.data() + (t - 5) * size_t(V), size_t(V) * 4), 0) << "row " << t;
   }
-  EXPECT_EQ(step.length(), batch.length());
+  EXPECT_EQ(step->length(), batch->length());
 }
 
 TEST_P(Qwen3Tiny, TruncateEqualsNeverHavingSeenTheRows) {
@@ -278,20 +278,21 @@ TEST_P(Qwen3Tiny, TruncateEqualsNeverHavingSeenTheRows) {
   auto prefix = some_ids(9, 3, V), wrong = some_ids(6, 4, V), next = some_ids(7, 5, V);
   std::vector<float> a(next.size() * size_t(V)), b(next.size() * size_t(V));
   auto st = model_->new_state();
-  model_->forward(st, prefix, PassOptions{}, a.data());
-  auto snap = st.snapshot();
-  model_->forward(st, wrong, PassOptions{.all_logits = true}, a.data());
-  st.truncate(int64_t(prefix.size()) + 2);  // keep two of the wrong rows ...
-  st.restore(snap);                          // ... then drop them too
-  EXPECT_EQ(st.length(), int64_t(prefix.size()));
-  model_->forward(st, next, PassOptions{.all_logits = true}, a.data());
+  model_->forward(*st, prefix, PassOptions{}, a.data());
+  auto snap = model_->new_snapshot();
+  model_->save(*st, *snap);
+  model_->forward(*st, wrong, PassOptions{.all_logits = true}, a.data());
+  model_->truncate(*st, int64_t(prefix.size()) + 2);  // keep two of the wrong rows ...
+  model_->restore(*st, *snap);                          // ... then drop them too
+  EXPECT_EQ(st->length(), int64_t(prefix.size()));
+  model_->forward(*st, next, PassOptions{.all_logits = true}, a.data());
   auto fresh = model_->new_state();
   std::vector<int32_t> both = prefix;
   both.insert(both.end(), next.begin(), next.end());
   std::vector<float> all(both.size() * size_t(V));
-  model_->forward(fresh, both, PassOptions{.all_logits = true}, all.data());
+  model_->forward(*fresh, both, PassOptions{.all_logits = true}, all.data());
   EXPECT_EQ(std::memcmp(a.data(), all.data() + prefix.size() * size_t(V), a.size() * 4), 0);
-  EXPECT_THROW(st.truncate(st.length() + 1), Error);
+  EXPECT_THROW(model_->truncate(*st, st->length() + 1), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tying, Qwen3Tiny, ::testing::Values(false, true),
@@ -335,8 +336,8 @@ TEST(Qwen3Load, OutOfVocabularyIdIsRefused) {
   auto st = m->new_state();
   std::vector<float> logits(384);
   std::vector<int32_t> ids{1, 384};
-  EXPECT_THROW(m->forward(st, ids, PassOptions{}, logits.data()), Error);
-  EXPECT_EQ(st.length(), 0);
+  EXPECT_THROW(m->forward(*st, ids, PassOptions{}, logits.data()), Error);
+  EXPECT_EQ(st->length(), 0);
 }
 
 // Golden parity against transformers' Qwen3ForCausalLM (tools/fixtures/make_qwen3_fixtures.py on

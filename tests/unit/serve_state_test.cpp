@@ -9,11 +9,14 @@
 
 #include "model_test_util.h"
 #include "serve/admission.h"
-#include "serve/conversation.h"
+#include "runtime/conversation.h"
 #include "serve/service.h"
 
 namespace sluice::serve {
 namespace {
+
+using runtime::reusable_prefix;
+using runtime::tape_after;
 
 TEST(ServeState, ReusablePrefixNeedsAStrictExtension) {
   std::vector<int32_t> tape = {1, 2, 3};
@@ -189,7 +192,7 @@ TEST_F(ServeTiny, DSparkDraftingGivesTheSameRepliesOnReusedAndResetStates) {
     ServeOptions o;
     o.engine.model_dir = dir_->str();
     o.model_id = "tiny";
-    o.draft = draft;
+    o.engine.draft = draft;
     Service s(o);
     std::vector<Json> out;
     // One token leaves the prompt as the tape, so the extension reuses the state (the drafter's

@@ -14,7 +14,7 @@
 #include "runtime/generate.h"
 #include "runtime/speculate/make_drafter.h"
 #include "runtime/speculate/model_drafter.h"
-#include "model/qwen3.h"
+#include "model/arch/qwen3.h"
 #include "runtime/speculate/text_drafter.h"
 #include "store/prepare.h"
 #include "text_draft_util.h"
@@ -83,7 +83,7 @@ class DraftEquality : public ::testing::TestWithParam<int> {
   std::vector<int32_t> run(std::span<const int32_t> prompt, int n, Drafter* drafter, int depth) {
     auto st = target_->new_state();
     GenerateOptions o{.max_new = n, .stop_at_eos = false, .drafter = drafter, .fixed_depth = depth};
-    return runtime::generate(*target_, st, prompt, o).generated;
+    return runtime::generate(*target_, *st, prompt, o).generated;
   }
   testing::TempDir dir_{"draft"};
   model::TinySpec spec_;
@@ -117,14 +117,14 @@ TEST_P(DraftEquality, OracleDraftsAreAcceptedAndWrongOnesRejected) {
   auto ref = run(prompt, 20, nullptr, -1);
   OracleDrafter right(ref, prompt.size(), 0, int32_t(spec_.vocab));
   auto st = target_->new_state();
-  auto r = runtime::generate(*target_, st, prompt, {.max_new = 20, .stop_at_eos = false, .drafter = &right, .fixed_depth = 4});
+  auto r = runtime::generate(*target_, *st, prompt, {.max_new = 20, .stop_at_eos = false, .drafter = &right, .fixed_depth = 4});
   EXPECT_EQ(r.generated, ref);
   EXPECT_EQ(r.accepted, r.proposed);  // every right draft is accepted
   EXPECT_LE(r.steps, 6);              // 20 tokens in about 20/5 steps
 
   OracleDrafter wrong(ref, prompt.size(), 1, int32_t(spec_.vocab));  // every draft wrong
   auto st2 = target_->new_state();
-  auto r2 = runtime::generate(*target_, st2, prompt, {.max_new = 20, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 4});
+  auto r2 = runtime::generate(*target_, *st2, prompt, {.max_new = 20, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 4});
   EXPECT_EQ(r2.generated, ref);
   EXPECT_EQ(r2.accepted, 0);
 }
@@ -141,7 +141,7 @@ TEST(DraftStreamed, StreamedVerifyPassesGiveTheResidentTokens) {
   ASSERT_TRUE(e->streaming());
   OracleDrafter wrong(ref, prompt.size(), 3, int32_t(t.spec.vocab));
   auto st = e->model().new_state();
-  auto r = runtime::generate(e->model(), st, prompt, {.max_new = 16, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 5});
+  auto r = runtime::generate(e->model(), *st, prompt, {.max_new = 16, .stop_at_eos = false, .drafter = &wrong, .fixed_depth = 5});
   EXPECT_EQ(r.generated, ref);
   EXPECT_GT(r.accepted, 0);
 }
@@ -167,7 +167,7 @@ class TextDraftEquality : public ::testing::Test {
                            runtime::GenerateResult* out = nullptr) {
     auto st = target_->new_state();
     GenerateOptions o{.max_new = n, .stop_at_eos = false, .drafter = drafter, .fixed_depth = depth};
-    auto r = runtime::generate(*target_, st, prompt, o);
+    auto r = runtime::generate(*target_, *st, prompt, o);
     if (out) *out = r;
     return r.generated;
   }
@@ -360,12 +360,12 @@ TEST(SpeculativeSampling, KeepsTheTargetDistribution) {
     GenerateOptions o{.max_new = 3, .stop_at_eos = false};
     o.sampling = {.temperature = 1.3, .top_p = 0.95, .top_k = 12, .seed = uint64_t(i)};
     auto st = m->new_state();
-    auto a = runtime::generate(*m, st, prompt, o).generated;
+    auto a = runtime::generate(*m, *st, prompt, o).generated;
     o.drafter = &constant;
     o.fixed_depth = 2;
     o.sampling.seed = uint64_t(1000000 + i);
     auto st2 = m->new_state();
-    auto b = runtime::generate(*m, st2, prompt, o).generated;
+    auto b = runtime::generate(*m, *st2, prompt, o).generated;
     ASSERT_EQ(a.size(), 3u);
     ASSERT_EQ(b.size(), 3u);
     off1[a[0]]++, off2[a[1]]++, off3[a[2]]++;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/registry.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -41,12 +42,12 @@ struct Outcome {
 Outcome run_engine(runtime::Engine& e, const std::vector<int32_t>& prompt, int new_tokens) {
   Outcome r;
   auto& m = e.model();
-  const int64_t V = m.config().vocab_size;
+  const int64_t V = m.info().vocab_size;
   auto st = m.new_state();
   r.logits.resize(prompt.size() * size_t(V));
-  m.forward(st, prompt, model::PassOptions{.all_logits = true}, r.logits.data());
+  m.forward(*st, prompt, model::PassOptions{.all_logits = true}, r.logits.data());
   auto st2 = m.new_state();
-  r.tokens = runtime::generate_greedy(m, st2, prompt, {.max_new = new_tokens, .stop_at_eos = false}).generated;
+  r.tokens = runtime::generate_greedy(m, *st2, prompt, {.max_new = new_tokens, .stop_at_eos = false}).generated;
   return r;
 }
 
@@ -62,7 +63,7 @@ class StoreTest : public ::testing::Test {
     opt.full_copy_home = full_copy;
     opt.replicate_hot = replicate;
     opt.measure = false;
-    return store::prepare_experts(model_dir(), opt);
+    return store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
   }
   std::unique_ptr<runtime::Engine> engine(const std::string& experts, double cache_gb, bool prefetch,
                                           const std::string& reader = "auto") {
@@ -85,7 +86,7 @@ class StoreTest : public ::testing::Test {
     h.save(store::heat_path(model_dir()));
   }
   uint64_t slot_bytes() {
-    return store::ExpertLayout::from_config(format::load_kimi_config(model_dir())).slot_bytes;
+    return model::expert_bank_of(model_dir()).layout.slot_bytes;
   }
   testing::TempDir dir_{"store"};
 };
@@ -125,20 +126,20 @@ TEST_F(StoreTest, PrefillReadsEachRoutedExpertOncePerLayerPerPass) {
   auto& m = e->model();
   auto st = m.new_state();
   auto prompt = prompt_ids(40);  // 40 rows x 4 experts over 24 experts: heavy overlap
-  std::vector<float> logits(size_t(m.config().vocab_size));
-  m.forward(st, prompt, model::PassOptions{}, logits.data());
+  std::vector<float> logits(size_t(m.info().vocab_size));
+  m.forward(*st, prompt, model::PassOptions{}, logits.data());
   const auto& c = e->store()->counters();
   // Cold cache, one pass: every expert of each layer's union is read exactly once.
-  EXPECT_EQ(c.misses, uint64_t(m.counters().moe.expert_requests));
+  EXPECT_EQ(c.misses, uint64_t(m.counters().expert_requests));
   EXPECT_EQ(c.hits, 0u);
   uint64_t reads = 0;
   for (auto r : c.reads_by_layer) {
-    EXPECT_LE(r, uint64_t(m.config().num_experts));
+    EXPECT_LE(r, uint64_t(m.expert_bank()->num_experts));
     reads += r;
   }
   EXPECT_EQ(reads, c.misses);
   // The union is far smaller than rows x top-k: reads are not per row.
-  EXPECT_LT(c.misses, uint64_t(m.counters().moe.routed_slots) / 4);
+  EXPECT_LT(c.misses, uint64_t(m.counters().routed_slots) / 4);
 }
 
 TEST_F(StoreTest, ThrottledHomeReceivesFewerReads) {
@@ -262,8 +263,9 @@ TEST_F(StoreTest, HomeOfAnotherModelIsRefused) {
   store::PrepareOptions opt;
   opt.homes.push_back(store::parse_home_spec(home(0)));
   opt.measure = false;
+  const store::ExpertBank bank = model::expert_bank_of(other.str());
   try {
-    store::prepare_experts(other.str(), opt);
+    store::prepare_experts(other.str(), bank, opt);
     FAIL() << "a home holding another model was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();

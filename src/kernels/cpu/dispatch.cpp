@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
@@ -30,6 +31,7 @@ MatmulFn pick(const Isa& isa, WeightType t) {
     case WeightType::F32: return isa.matmul_f32;
     case WeightType::BF16: return isa.matmul_bf16;
     case WeightType::MXFP4: return isa.matmul_mxfp4;
+    case WeightType::FP8_E4M3: return isa.matmul_fp8;
   }
   return isa.matmul_f32;
 }
@@ -59,17 +61,40 @@ void set_active_isa(std::string_view name) {
   fail("kernel ISA '", std::string(name), "' is not available on this CPU");
 }
 
-void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y) {
-  pick(isa, w.type)(w, x, w.cols, n, y, w.rows, 0, w.rows);
+namespace {
+
+// y[i, r] += bias[r] after the product (the same rounding as adding it to the accumulator last).
+void add_bias(const Weight& w, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  if (!w.bias) return;
+  for (int64_t i = 0; i < n; ++i) {
+    float* yi = y + i * ldy;
+    if (w.bias_type == DType::BF16) {
+      const uint16_t* b = static_cast<const uint16_t*>(w.bias);
+      for (int64_t r = r0; r < r1; ++r) yi[r] += bf16_to_f32(b[r]);
+    } else {
+      const float* b = static_cast<const float*>(w.bias);
+      for (int64_t r = r0; r < r1; ++r) yi[r] += b[r];
+    }
+  }
 }
 
-void linear(const Weight& w, const float* x, int64_t n, float* y) {
-  MatmulFn fn = pick(active_isa(), w.type);
+}  // namespace
+
+void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y) {
+  pick(isa, w.type)(w, x, w.cols, n, y, w.rows, 0, w.rows);
+  add_bias(w, n, y, w.rows, 0, w.rows);
+}
+
+void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
+  MatmulFn fn = pick(isa, w.type);
   // Rows are split so each thread streams a contiguous slice of the weight.
   int64_t grain = std::max<int64_t>(16, 4096 / std::max<int64_t>(1, w.cols / 64));
   ThreadPool::global().parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) {
-    fn(w, x, w.cols, n, y, w.rows, r0, r1);
+    fn(w, x, ldx, n, y, ldy, r0, r1);
+    add_bias(w, n, y, ldy, r0, r1);
   });
 }
+
+void linear(const Weight& w, const float* x, int64_t n, float* y) { linear(active_isa(), w, x, w.cols, n, y, w.rows); }
 
 }  // namespace sluice::kernels

@@ -1,27 +1,16 @@
-// CPU kernels: the weight-matrix products and element-wise ops of the model, in fp32 with exact
-// widening of bf16/f16 and MXFP4 weights. A scalar reference implementation is the oracle; AVX2
-// and AVX-512 implementations are chosen at run time (SLUICE_ISA=scalar|avx2|avx512 overrides).
-//
-// Batch invariance (a contract every implementation keeps): the value written for output row r
-// and input vector i depends only on W[r,:] and x[i,:], never on n, on the row range, or on the
-// other vectors in the batch. Multi-position passes therefore equal token-by-token passes bit
-// for bit, which is what makes drafting on/off give identical tokens.
+// CPU kernels behind the CPU device (kernels/cpu/cpu_device.h): the weight-matrix products in fp32
+// with exact widening of bf16/f16, MXFP4 and FP8 weights, and the scalar element-wise helpers the
+// op bodies are built from. A scalar reference implementation is the oracle; AVX2 and AVX-512
+// products are chosen at run time (SLUICE_ISA=scalar|avx2|avx512 overrides). Every product keeps
+// the batch-invariance contract of kernels/weight.h.
 #pragma once
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "kernels/weight.h"
+
 namespace sluice::kernels {
-
-enum class WeightType : uint8_t { F32, BF16, MXFP4 };
-
-// A [rows, cols] weight stored row-major as in PyTorch ([out, in]).
-struct Weight {
-  WeightType type = WeightType::F32;
-  int64_t rows = 0, cols = 0;
-  const void* data = nullptr;      // F32: float[rows*cols]; BF16: uint16_t[rows*cols]; MXFP4: uint8_t[rows*cols/2]
-  const uint8_t* scales = nullptr;  // MXFP4 only: E8M0 bytes [rows, cols/32]
-};
 
 // y[i*ldy + r] = sum_c W[r,c] * x[i*ldx + c] for i in [0,n), r in [r0,r1). fp32 accumulation.
 using MatmulFn = void (*)(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy,
@@ -32,6 +21,7 @@ struct Isa {
   MatmulFn matmul_f32;
   MatmulFn matmul_bf16;
   MatmulFn matmul_mxfp4;
+  MatmulFn matmul_fp8;  // FP8 e4m3 with 128x128 F32 block scales
 };
 
 const Isa& scalar_isa();
@@ -41,11 +31,15 @@ std::vector<const Isa*> available_isas();  // scalar first
 const Isa& active_isa();                   // best available, or SLUICE_ISA's choice
 void set_active_isa(std::string_view name);  // throws sluice::Error for an unknown/unsupported name
 
-// Runs one product with the active ISA, rows split over the global thread pool.
-// x: [n, w.cols] contiguous, y: [n, w.rows] contiguous.
+// Runs one product (plus the weight's bias, if any) on an ISA, rows split over the global thread
+// pool. x: [n, w.cols] with row stride ldx, y: [n, w.rows] with row stride ldy.
+void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
+// The same with the active ISA and contiguous rows.
 void linear(const Weight& w, const float* x, int64_t n, float* y);
 // Same, single-threaded, on a given ISA (tests and the thread pool's own workers use it).
 void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y);
+// The exact value of an FP8 e4m3 byte (finite; 0x7f and 0xff are NaN).
+float e4m3_to_f32(uint8_t b);
 
 // ---- element-wise ops (fp32) ----
 // out = w ⊙ x · rsqrt(mean(x²) + eps); w may be nullptr (weight 1). out may alias x.

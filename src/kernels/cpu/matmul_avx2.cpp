@@ -222,7 +222,7 @@ void matmul_mxfp4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, 
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* packed = P + r * (cols / 2);
-    const uint8_t* scales = w.scales + r * blocks;
+    const uint8_t* scales = static_cast<const uint8_t*>(w.scales) + r * blocks;
     int64_t i = 0;
     for (; i + 2 <= n; i += 2) mxfp4_row<2>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy + r, ldy);
     if (i < n) mxfp4_row<1>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy + r, ldy);
@@ -242,7 +242,8 @@ namespace detail {
 
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx2_isa() {
-  static const Isa isa{"avx2", matmul_f32_avx2, matmul_bf16_avx2, matmul_mxfp4_avx2};
+  // FP8 has no SIMD product yet: the scalar one serves every ISA.
+  static const Isa isa{"avx2", matmul_f32_avx2, matmul_bf16_avx2, matmul_mxfp4_avx2, scalar_isa().matmul_fp8};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();

@@ -276,8 +276,8 @@ void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
   int64_t r = r0;
   for (; r + kRowTile <= r1; r += kRowTile)
-    mxfp4_rows<kRowTile>(P + r * (cols / 2), w.scales + r * blocks, cols, xp, pcols, n, y + r, ldy);
-  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), w.scales + r * blocks, cols, xp, pcols, n, y + r, ldy);
+    mxfp4_rows<kRowTile>(P + r * (cols / 2), static_cast<const uint8_t*>(w.scales) + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), static_cast<const uint8_t*>(w.scales) + r * blocks, cols, xp, pcols, n, y + r, ldy);
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".
@@ -293,7 +293,8 @@ namespace detail {
 
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx512_isa() {
-  static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512};
+  // FP8 has no SIMD product yet: the scalar one serves every ISA.
+  static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, scalar_isa().matmul_fp8};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

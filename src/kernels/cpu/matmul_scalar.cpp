@@ -1,5 +1,9 @@
 // Scalar reference products: the oracle for the SIMD versions. One fp32 accumulator per output,
 // summed in column order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "core/dtype.h"
 #include "kernels/cpu/kernels.h"
 
@@ -42,7 +46,7 @@ void matmul_mxfp4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n
   const int64_t blocks = w.cols / 32;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* prow = P + r * (w.cols / 2);
-    const uint8_t* srow = w.scales + r * blocks;
+    const uint8_t* srow = static_cast<const uint8_t*>(w.scales) + r * blocks;
     for (int64_t i = 0; i < n; ++i) {
       const float* xi = x + i * ldx;
       float acc = 0.0f;
@@ -60,10 +64,42 @@ void matmul_mxfp4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n
   }
 }
 
+// FP8 e4m3 with one F32 scale per 128x128 block: each row's 128-column blocks are summed against
+// x exactly widened, then scaled by the block's scale (DeepSeek-V3's weight_scale_inv); edge blocks
+// are partial. The scale is not a power of two, so this equals Σ (W·s)·x up to rounding order.
+void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                       int64_t r1) {
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const float* S = static_cast<const float*>(w.scales);
+  const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = W + r * w.cols;
+    const float* srow = S + (r / kFp8Block) * col_blocks;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * ldx;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < col_blocks; ++b) {
+        const int64_t c1 = std::min(w.cols, (b + 1) * kFp8Block);
+        float part = 0.0f;
+        for (int64_t c = b * kFp8Block; c < c1; ++c) part += e4m3_to_f32(row[c]) * xi[c];
+        acc += part * srow[b];
+      }
+      y[i * ldy + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
+float e4m3_to_f32(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
+  if (exp == 15 && man == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = exp == 0 ? std::ldexp(float(man), -9) : std::ldexp(float(8 + man), exp - 10);
+  return sign ? -mag : mag;
+}
+
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar};
+  static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar};
   return isa;
 }
 

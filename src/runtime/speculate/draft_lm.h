@@ -5,8 +5,7 @@
 #include <memory>
 #include <span>
 
-#include "model/kimi.h"
-#include "model/qwen3.h"
+#include "model/target.h"
 
 namespace sluice::runtime {
 
@@ -23,9 +22,9 @@ class DraftLm {
   virtual void forward(std::span<const int32_t> tokens, float* logits) = 0;
 };
 
-// Qwen3: the KV cache is cut back in place.
-std::unique_ptr<DraftLm> make_draft_lm(std::unique_ptr<model::Qwen3Model> m);
-// Kimi family: KDA state cannot be cut back, so truncation replays the kept prefix.
-std::unique_ptr<DraftLm> make_draft_lm(std::unique_ptr<model::KimiModel> m);
+// Any target as a draft: a state that can be cut back in place (a KV cache) is; otherwise (KDA's
+// recurrent state) truncation restores the latest snapshot at or before the cut and replays the
+// kept ids from there.
+std::unique_ptr<DraftLm> make_draft_lm(std::unique_ptr<model::Target> m);
 
 }  // namespace sluice::runtime

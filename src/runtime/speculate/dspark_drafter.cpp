@@ -6,7 +6,7 @@ namespace sluice::runtime {
 DSparkDrafter::DSparkDrafter(std::unique_ptr<model::DSparkModel> model, double min_confidence)
     : model_(std::move(model)), min_confidence_(min_confidence) {}
 
-std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const model::KimiModel& target,
+std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const model::Target& target,
                                                    double min_confidence) {
   return std::make_unique<DSparkDrafter>(model::DSparkModel::load(dir, target), min_confidence);
 }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/dspark.h"
+#include "model/arch/dspark.h"
 #include "runtime/speculate/drafter.h"
 
 namespace sluice::runtime {
@@ -16,7 +16,7 @@ class DSparkDrafter : public Drafter {
   // min_confidence > 0 cuts a proposal at the first draft whose σ(confidence) is below it.
   explicit DSparkDrafter(std::unique_ptr<model::DSparkModel> model, double min_confidence = 0.0);
   // Loads a DSpark checkpoint directory checked against `target` (which must outlive the drafter).
-  static std::unique_ptr<DSparkDrafter> load(const std::string& dir, const model::KimiModel& target,
+  static std::unique_ptr<DSparkDrafter> load(const std::string& dir, const model::Target& target,
                                              double min_confidence = 0.0);
 
   const char* name() const override { return "dspark"; }

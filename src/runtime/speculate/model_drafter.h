@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/kimi.h"
+#include "model/target.h"
 #include "runtime/speculate/drafter.h"
 
 namespace sluice::runtime {
@@ -12,7 +12,7 @@ namespace sluice::runtime {
 class ModelDrafter : public Drafter {
  public:
   // The draft's vocabulary must cover the target's token ids.
-  ModelDrafter(std::unique_ptr<model::KimiModel> draft, int64_t target_vocab);
+  ModelDrafter(std::unique_ptr<model::Target> draft, int64_t target_vocab);
   const char* name() const override { return "model"; }
   std::vector<int32_t> propose(std::span<const int32_t> history, int max_tokens) override;
   void catch_up(std::span<const int32_t> history) override { sync(history); }
@@ -20,8 +20,9 @@ class ModelDrafter : public Drafter {
  private:
   // Brings the draft state to history minus its last token.
   void sync(std::span<const int32_t> history);
-  std::unique_ptr<model::KimiModel> model_;
-  model::SequenceState state_;
+  std::unique_ptr<model::Target> model_;
+  std::unique_ptr<model::State> state_;
+  std::unique_ptr<model::Snapshot> snap_;  // the state before a proposal, restored after it
   std::vector<int32_t> fed_;  // tokens the draft state has consumed: history[start_, start_ + fed_.size())
   size_t start_ = 0;
   // After a pause longer than this (drafting was off), the draft restarts from the last this-many

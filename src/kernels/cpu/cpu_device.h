@@ -1,0 +1,97 @@
+// The CPU device: host memory, the global thread pool, and the scalar / AVX2 / AVX-512 products of
+// kernels.h. Its op bodies (cpu_device.cpp, cpu_attention.cpp, cpu_kda.cpp, cpu_moe.cpp) are the
+// arithmetic the model used to do itself, moved down unchanged: the scalar ISA's results are the
+// oracle for every other ISA and device.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/arena.h"
+#include "kernels/device.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+
+class CpuDevice final : public Device {
+ public:
+  // isa == nullptr: follow the process's active ISA (set_active_isa, SLUICE_ISA) at every call.
+  explicit CpuDevice(const Isa* isa);
+  ~CpuDevice() override;
+
+  std::string name() const override;
+  Place place() const override { return Place::Host; }
+
+  Buf alloc(BufType t, int64_t rows, int64_t cols) override;
+  void free(Buf b) override;
+  Buf scratch(BufType t, int64_t rows, int64_t cols) override;
+  size_t scratch_mark() const override { return used_; }
+  void scratch_reset(size_t mark) override;
+
+  Weight keep(const Weight& host) override { return host; }
+  Vec keep(std::span<const float> host) override { return Vec{host.data(), int64_t(host.size())}; }
+
+  void upload(Buf dst, const void* host) override;
+  void download(const Buf& src, void* host) override;
+  void copy(Buf dst, const Buf& src) override;
+  void fill(Buf dst, float value) override;
+
+  Fence fence() override { return {}; }
+  void wait(Fence) override {}
+  void finish() override {}
+
+  void linear(const Buf& x, std::span<const LinearOut> outs) override;
+  void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override;
+  void rmsnorm(const Buf& x, const Vec& w, float eps, Buf y, int64_t group) override;
+  void add(Buf y, const Buf& x) override;
+  void sum(Buf out, const Buf& a, const Buf& b) override;
+  void mul_sigmoid(Buf y, const Buf& g) override;
+  void gated_act(const Activation& a, Buf g, const Buf& u) override;
+  void row_dot(const Buf& x, const Vec& w, Buf out) override;
+  void attn_res(std::span<const Buf> sources, const Vec& norm, const Vec& proj, float eps, Buf out) override;
+
+  void kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, KdaState& to, const KdaRecord* rec,
+           Buf out) override;
+  void kda_replay(const KdaOp& op, KdaState& st, const KdaRecord& rec, int64_t n) override;
+
+  void mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf latent, Buf k_pe, int64_t first) override;
+  void mla_attention(const MlaOp& op, const Buf& q, const Buf& latent, const Buf& k_pe, int64_t visible0,
+                     Buf out) override;
+  void gqa_attention(const GqaOp& op, const Buf& q, const Buf& k, const Buf& v, int64_t visible0, Buf out) override;
+  void rope_table(const RopeSpec& spec, int64_t first, Buf table) override;
+  void rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, int64_t head_stride, int64_t offset,
+            int64_t dim) override;
+
+  void route(const RouterOp& op, const Buf& logits, Buf ids, Buf weights) override;
+  void experts(const ExpertsOp& op, std::span<const ExpertView> views, std::span<const std::span<const int64_t>> members,
+               const Buf& z, Buf yexp) override;
+  void combine(const Buf& yexp, const Buf& weights, Buf out) override;
+
+  const Isa& isa() const { return isa_ ? *isa_ : active_isa(); }
+  // Host scratch of n elements of T from the bump arena (op bodies use it for their temporaries).
+  template <typename T>
+  T* temp(int64_t n) {
+    return static_cast<T*>(take(size_t(n) * sizeof(T)));
+  }
+
+ private:
+  void* take(size_t bytes);
+
+  const Isa* isa_;
+  // The scratch arena: chunks that are never moved while in use; when a pass needed more than one,
+  // they are merged into one of their total size once the arena is empty again.
+  struct Chunk {
+    std::unique_ptr<std::byte[], AlignedFree> mem;
+    size_t base = 0, size = 0;  // position of the chunk in the arena's address space
+  };
+  std::vector<Chunk> chunks_;
+  size_t used_ = 0;
+};
+
+// g ← act(g, u) over n elements (the body of gated_act and of the routed experts' activation).
+void gated_activation(const Activation& a, float* g, const float* u, int64_t n);
+
+// Element pointer of row r of a CPU Buf.
+inline float* row_ptr(const Buf& b, int64_t r) { return static_cast<float*>(b.p) + r * b.ld; }
+inline int32_t* irow_ptr(const Buf& b, int64_t r) { return static_cast<int32_t*>(b.p) + r * b.ld; }
+
+}  // namespace sluice::kernels

@@ -1,0 +1,175 @@
+// Kimi Delta Attention on the CPU after its projections: short causal conv + SiLU, per-head
+// l2norm, the channel-wise log-decay gate, β, the delta-rule recurrence run row by row (the exact
+// form; a chunked form would have to match it bit for bit), the per-head RMSNorm with the sigmoid
+// output gate, and the replay of recorded rows that commit_prefix uses.
+#include <cmath>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_device.h"
+
+namespace sluice::kernels {
+namespace {
+
+// One delta-rule step for one head: S ← Diag(α)S_in; δ = β(v − Sᵀk); S ← S + k δᵀ; o = Sᵀq.
+// S is [dk, dv] with rows indexed by key channel; S_in may be S (in place) or the state before the
+// pass (a verify pass leaves it untouched). q may be null (replay needs no output).
+void delta_step(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v,
+                const float* g, float beta, float* kv_mem, float* o) {
+  for (int64_t i = 0; i < dk; ++i) {
+    float a = std::exp(g[i]);
+    const float* in = S_in + i * dv;
+    float* row = S + i * dv;
+    for (int64_t j = 0; j < dv; ++j) row[j] = in[j] * a;
+  }
+  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = 0.0f;
+  for (int64_t i = 0; i < dk; ++i) {
+    const float* row = S + i * dv;
+    float ki = k[i];
+    for (int64_t j = 0; j < dv; ++j) kv_mem[j] += row[j] * ki;
+  }
+  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = (v[j] - kv_mem[j]) * beta;
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = S + i * dv;
+    float ki = k[i];
+    for (int64_t j = 0; j < dv; ++j) row[j] += ki * kv_mem[j];
+  }
+  if (!q) return;
+  for (int64_t j = 0; j < dv; ++j) o[j] = 0.0f;
+  for (int64_t i = 0; i < dk; ++i) {
+    const float* row = S + i * dv;
+    float qi = q[i];
+    for (int64_t j = 0; j < dv; ++j) o[j] += row[j] * qi;
+  }
+}
+
+// Pushes T raw rows into a [C, K-1] conv window (no outputs).
+void conv_window_push(float* state, const float* x, int64_t ldx, int64_t T, int64_t C, int64_t K) {
+  const int64_t S = K - 1;
+  if (S <= 0) return;
+  for (int64_t c = 0; c < C; ++c) {
+    float* st = state + c * S;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 0; j + 1 < S; ++j) st[j] = st[j + 1];
+      st[S - 1] = x[t * ldx + c];
+    }
+  }
+}
+
+void check_kda_state(const KdaOp& op, const KdaState& s) {
+  const int64_t P = op.dim(), dk = op.head_dim;
+  SLUICE_CHECK(s.conv.contiguous() && s.conv.size() == 3 * P * (op.conv_kernel - 1) && s.S.contiguous() &&
+                   s.S.size() == op.heads * dk * dk,
+               "kda: state buffers do not match the op's shape");
+}
+
+}  // namespace
+
+void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, KdaState& to, const KdaRecord* rec,
+                    Buf out) {
+  const int64_t P = op.dim(), dk = op.head_dim, heads = op.heads, K = op.conv_kernel, T = in.q.rows;
+  const int64_t win = P * (K - 1);
+  check_kda_state(op, from);
+  check_kda_state(op, to);
+  for (const Buf* b : {&in.q, &in.k, &in.v, &in.f, &in.gate, static_cast<const Buf*>(&out)})
+    SLUICE_CHECK(b->rows == T && b->cols == P && b->contiguous(), "kda: a [", T, ", ", P, "] input or output is not");
+  SLUICE_CHECK(in.beta.rows == T && in.beta.cols == heads && in.beta.contiguous(), "kda: beta shape");
+  ScratchScope scope(*this);
+  const float *qh = row_ptr(in.q, 0), *kh = row_ptr(in.k, 0), *vh = row_ptr(in.v, 0);
+  if (rec) {
+    SLUICE_CHECK(rec->raw.rows >= T && rec->raw.cols == 3 * P, "kda: record too small");
+    for (int64_t t = 0; t < T; ++t) {
+      float* raw = row_ptr(rec->raw, t);
+      std::copy(qh + t * P, qh + (t + 1) * P, raw);
+      std::copy(kh + t * P, kh + (t + 1) * P, raw + P);
+      std::copy(vh + t * P, vh + (t + 1) * P, raw + 2 * P);
+    }
+  }
+  if (from.conv.p != to.conv.p) copy(to.conv, from.conv);
+  float* conv = row_ptr(to.conv, 0);
+  float* qc = temp<float>(T * P);
+  float* kc = temp<float>(T * P);
+  float* vc = temp<float>(T * P);
+  causal_conv_silu(conv, qh, op.q_conv.p, T, P, K, qc);
+  causal_conv_silu(conv + win, kh, op.k_conv.p, T, P, K, kc);
+  causal_conv_silu(conv + 2 * win, vh, op.v_conv.p, T, P, K, vc);
+  const float q_scale = 1.0f / std::sqrt(float(dk));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* q = qc + t * P + h * dk;
+      l2norm(q, dk, 1e-6f, q);
+      for (int64_t i = 0; i < dk; ++i) q[i] *= q_scale;
+      float* k = kc + t * P + h * dk;
+      l2norm(k, dk, 1e-6f, k);
+    }
+  }
+
+  // Log-decay per channel: r = f + dt_bias.
+  const float* f = row_ptr(in.f, 0);
+  float* g = temp<float>(T * P);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t ch = 0; ch < P; ++ch) {
+      float r = f[t * P + ch] + op.dt_bias.p[ch];
+      float a = std::exp(op.a_log.p[ch / dk]);
+      g[t * P + ch] = op.lower_bound_gate ? op.lower_bound * sigmoid(a * r) : -a * softplus(r);
+    }
+  }
+  const float* beta_raw = row_ptr(in.beta, 0);
+  float* beta = temp<float>(T * heads);
+  for (int64_t i = 0; i < T * heads; ++i) beta[i] = sigmoid(beta_raw[i]);
+
+  // The recurrence: heads are independent; rows run in order.
+  const float* gate = row_ptr(in.gate, 0);
+  float* o = row_ptr(out, 0);
+  float* kv_mem = temp<float>(heads * dk);
+  const float* S_from = row_ptr(from.S, 0);
+  float* S_to = row_ptr(to.S, 0);
+  ThreadPool::global().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      float* S = S_to + h * dk * dk;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t off = t * P + h * dk;
+        const float* S_in = t == 0 ? S_from + h * dk * dk : S;
+        delta_step(S_in, S, dk, dk, qc + off, kc + off, vc + off, g + off, beta[t * heads + h], kv_mem + h * dk,
+                   o + off);
+        float* oh = o + off;
+        kernels::rmsnorm(oh, op.o_norm.p, dk, op.norm_eps, oh);
+        for (int64_t j = 0; j < dk; ++j) oh[j] *= sigmoid(gate[off + j]);
+      }
+    }
+  });
+  if (T == 0 && S_from != S_to) std::copy(S_from, S_from + heads * dk * dk, S_to);
+  if (rec) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy(kc + t * P, kc + (t + 1) * P, row_ptr(rec->k, t));
+      std::copy(vc + t * P, vc + (t + 1) * P, row_ptr(rec->v, t));
+      std::copy(g + t * P, g + (t + 1) * P, row_ptr(rec->g, t));
+      std::copy(beta + t * heads, beta + (t + 1) * heads, row_ptr(rec->beta, t));
+    }
+  }
+}
+
+void CpuDevice::kda_replay(const KdaOp& op, KdaState& st, const KdaRecord& rec, int64_t n) {
+  const int64_t P = op.dim(), dk = op.head_dim, heads = op.heads, K = op.conv_kernel;
+  const int64_t win = P * (K - 1);
+  check_kda_state(op, st);
+  SLUICE_CHECK(n >= 0 && n <= rec.raw.rows, "kda_replay of ", n, " rows from a record of ", rec.raw.rows);
+  float* conv = row_ptr(st.conv, 0);
+  for (int part = 0; part < 3; ++part)
+    conv_window_push(conv + part * win, row_ptr(rec.raw, 0) + part * P, rec.raw.ld, n, P, K);
+  ScratchScope scope(*this);
+  float* kv_mem = temp<float>(heads * dk);
+  float* S_all = row_ptr(st.S, 0);
+  ThreadPool::global().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      float* S = S_all + h * dk * dk;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t off = h * dk;
+        delta_step(S, S, dk, dk, nullptr, row_ptr(rec.k, t) + off, row_ptr(rec.v, t) + off, row_ptr(rec.g, t) + off,
+                   row_ptr(rec.beta, t)[h], kv_mem + h * dk, nullptr);
+      }
+    }
+  });
+}
+
+}  // namespace sluice::kernels

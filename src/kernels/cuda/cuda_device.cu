@@ -1,0 +1,432 @@
+// The CUDA device: device memory (allocations, a scratch arena of device chunks, kept weights),
+// transfers and fences on one compute stream, and the ops, which launch the reference kernels
+// (ops_ref.cu) or, for weight products in the `cuda` ISA, the fast ones (gemv_fast.cu). Host data
+// an op needs on the device (token ids, expert member lists, AttnRes source tables, RoPE tables)
+// goes through the scratch arena; expert views that still live in host memory are staged there.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace sluice::kernels {
+namespace {
+
+using cuda::Mat;
+using cuda::mat;
+
+constexpr size_t kAlign = 256;
+constexpr size_t kMinChunk = size_t(16) << 20;
+
+size_t weight_bytes(const Weight& w) {
+  switch (w.type) {
+    case WeightType::F32: return size_t(w.rows * w.cols) * 4;
+    case WeightType::BF16: return size_t(w.rows * w.cols) * 2;
+    case WeightType::MXFP4: return size_t(w.rows * w.cols) / 2;
+    case WeightType::FP8_E4M3: return size_t(w.rows * w.cols);
+  }
+  return 0;
+}
+size_t scale_bytes(const Weight& w) {
+  switch (w.type) {
+    case WeightType::MXFP4: return size_t(w.rows * w.cols) / 32;
+    case WeightType::FP8_E4M3:
+      return size_t(((w.rows + kFp8Block - 1) / kFp8Block) * ((w.cols + kFp8Block - 1) / kFp8Block)) * 4;
+    default: return 0;
+  }
+}
+size_t bias_bytes(const Weight& w) { return w.bias ? size_t(w.rows) * (w.bias_type == DType::BF16 ? 2 : 4) : 0; }
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int index, bool reference) : index_(index), reference_(reference) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n) {
+      cudaGetLastError();
+      fail("device 'cuda:", index, "': ", n > 0 ? cat("this machine has GPUs 0..", n - 1) : std::string("no CUDA device"));
+    }
+    SLUICE_CUDA_CHECK(cudaSetDevice(index));
+    cudaDeviceProp prop{};
+    SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    name_ = cat(reference ? "cuda-ref:" : "cuda:", index, "/sm_", prop.major, prop.minor, " ", prop.name);
+    SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaDevice() override {
+    cudaSetDevice(index_);
+    cudaStreamSynchronize(stream_);
+    for (void* p : kept_) cudaFree(p);
+    for (Chunk& c : chunks_) cudaFree(c.mem);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return name_; }
+  Place place() const override { return Place::Device; }
+
+  Buf alloc(BufType t, int64_t rows, int64_t cols) override {
+    SLUICE_CHECK(rows >= 0 && cols >= 0, "alloc of a [", rows, ", ", cols, "] buffer");
+    const size_t bytes = std::max<size_t>(size_t(rows * cols) * 4, 4);
+    void* p = nullptr;
+    SLUICE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    SLUICE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    return Buf{p, rows, cols, cols, t, Place::Device};
+  }
+  void free(Buf b) override {
+    cudaStreamSynchronize(stream_);  // no queued work may still read it
+    cudaFree(b.p);
+  }
+
+  Buf scratch(BufType t, int64_t rows, int64_t cols) override {
+    SLUICE_CHECK(rows >= 0 && cols >= 0, "scratch of a [", rows, ", ", cols, "] buffer");
+    return Buf{take(size_t(rows * cols) * 4), rows, cols, cols, t, Place::Device};
+  }
+  size_t scratch_mark() const override { return used_; }
+  void scratch_reset(size_t mark) override {
+    SLUICE_CHECK(mark <= used_, "scratch_reset past the cursor");
+    used_ = mark;
+    if (used_ == 0 && chunks_.size() > 1) {
+      // A pass needed several chunks: merge them (once queued work is done with them).
+      SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      size_t total = 0;
+      for (Chunk& c : chunks_) {
+        total += c.size;
+        cudaFree(c.mem);
+      }
+      chunks_.clear();
+      Chunk c{nullptr, 0, total};
+      SLUICE_CUDA_CHECK(cudaMalloc(&c.mem, total));
+      chunks_.push_back(c);
+    }
+  }
+
+  Weight keep(const Weight& host) override {
+    if (host.place == Place::Device || host.empty()) return host;
+    Weight w = host;
+    w.data = copy_in(host.data, weight_bytes(host));
+    if (host.scales) w.scales = copy_in(host.scales, scale_bytes(host));
+    if (host.bias) w.bias = copy_in(host.bias, bias_bytes(host));
+    w.place = Place::Device;
+    return w;
+  }
+  Vec keep(std::span<const float> host) override {
+    if (host.empty()) return {};
+    return Vec{static_cast<const float*>(copy_in(host.data(), host.size() * 4)), int64_t(host.size())};
+  }
+
+  void upload(Buf dst, const void* host) override {
+    if (dst.size() == 0) return;
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(dst.p, size_t(dst.ld) * 4, host, size_t(dst.cols) * 4, size_t(dst.cols) * 4,
+                                        size_t(dst.rows), cudaMemcpyHostToDevice, stream_));
+  }
+  void download(const Buf& src, void* host) override {
+    if (src.size() == 0) return;
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(host, size_t(src.cols) * 4, src.p, size_t(src.ld) * 4, size_t(src.cols) * 4,
+                                        size_t(src.rows), cudaMemcpyDeviceToHost, stream_));
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(Buf dst, const Buf& src) override {
+    SLUICE_CHECK(dst.rows == src.rows && dst.cols == src.cols, "copy: shapes differ");
+    if (src.size() == 0) return;
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(dst.p, size_t(dst.ld) * 4, src.p, size_t(src.ld) * 4, size_t(src.cols) * 4,
+                                        size_t(src.rows), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(Buf dst, float value) override { cuda::fill(stream_, mat(dst), value); }
+
+  Fence fence() override {
+    cudaEvent_t e;
+    SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    SLUICE_CUDA_CHECK(cudaEventRecord(e, stream_));
+    events_.push_back(e);
+    if (events_.size() > 64) {  // fences are short-lived: drop the oldest (destroyed once passed)
+      cudaEventSynchronize(events_.front());
+      cudaEventDestroy(events_.front());
+      events_.erase(events_.begin());
+    }
+    return Fence{e, 0};
+  }
+  void wait(Fence f) override {
+    if (f.impl) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(f.impl), 0));
+  }
+  void finish() override { SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void linear(const Buf& x, std::span<const LinearOut> outs) override {
+    for (const LinearOut& o : outs) {
+      const Weight& w = *o.w;
+      SLUICE_CHECK(x.cols == w.cols && o.y.rows == x.rows && o.y.cols == w.rows, "linear: x [", x.rows, ", ", x.cols,
+                   "], weight [", w.rows, ", ", w.cols, "], y [", o.y.rows, ", ", o.y.cols, "]");
+      const Weight dw = on_device(w);
+      if (reference_) cuda::linear_ref(stream_, dw, mat(x), mat(o.y));
+      else cuda::linear_fast(stream_, dw, mat(x), mat(o.y));
+    }
+  }
+  void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override {
+    SLUICE_CHECK(out.rows == int64_t(ids.size()) && out.cols == table.cols, "embed: output shape");
+    for (int32_t id : ids) SLUICE_CHECK(id >= 0 && id < table.rows, "embed: token id ", id, " outside 0..", table.rows - 1);
+    ScratchScope scope(*this);
+    const int32_t* d_ids = put(ids.data(), ids.size());
+    cuda::embed(stream_, on_device(table), d_ids, mat(out));
+  }
+  void rmsnorm(const Buf& x, const Vec& w, float eps, Buf y, int64_t group) override {
+    const int64_t gs = group > 0 ? group : x.cols;
+    SLUICE_CHECK(x.rows == y.rows && x.cols == y.cols && x.cols % gs == 0 && (w.empty() || w.n == gs), "rmsnorm: shapes");
+    cuda::rmsnorm(stream_, mat(x), w.p, eps, mat(y), gs);
+  }
+  void add(Buf y, const Buf& x) override { cuda::add(stream_, mat(y), mat(x)); }
+  void sum(Buf out, const Buf& a, const Buf& b) override { cuda::sum(stream_, mat(out), mat(a), mat(b)); }
+  void mul_sigmoid(Buf y, const Buf& g) override { cuda::mul_sigmoid(stream_, mat(y), mat(g)); }
+  void gated_act(const Activation& a, Buf g, const Buf& u) override { cuda::gated_act(stream_, a, mat(g), mat(u)); }
+  void row_dot(const Buf& x, const Vec& w, Buf out) override {
+    SLUICE_CHECK(w.n == x.cols && out.rows == x.rows && out.cols == 1, "row_dot: shapes");
+    cuda::row_dot(stream_, mat(x), w.p, mat(out));
+  }
+  void attn_res(std::span<const Buf> sources, const Vec& norm, const Vec& proj, float eps, Buf out) override {
+    SLUICE_CHECK(norm.n == out.cols && proj.n == out.cols, "attn_res: parameter widths");
+    ScratchScope scope(*this);
+    std::vector<Mat>& mats = mats_;
+    mats.clear();
+    for (const Buf& b : sources) mats.push_back(mat(b));
+    const Mat* d = put(mats.data(), mats.size());
+    float* p = static_cast<float*>(take(size_t(out.rows) * sources.size() * 4));
+    cuda::attn_res(stream_, d, int(sources.size()), norm.p, proj.p, eps, mat(out), p);
+  }
+
+  void kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, KdaState& to, const KdaRecord* rec,
+           Buf out) override {
+    const int64_t T = in.q.rows, P = op.dim(), dk = op.head_dim;
+    for (const Buf* b : {&in.q, &in.k, &in.v, &in.f, &in.gate, static_cast<const Buf*>(&out)})
+      SLUICE_CHECK(b->rows == T && b->cols == P && b->contiguous(), "kda: a [", T, ", ", P, "] input or output is not");
+    SLUICE_CHECK(in.beta.rows == T && in.beta.cols == op.heads && in.beta.contiguous(), "kda: beta shape");
+    for (const KdaState* st : {&from, static_cast<const KdaState*>(&to)})
+      SLUICE_CHECK(st->conv.contiguous() && st->conv.size() == 3 * P * (op.conv_kernel - 1) && st->S.contiguous() &&
+                       st->S.size() == op.heads * dk * dk,
+                   "kda: state buffers do not match the op's shape");
+    SLUICE_CHECK(dk <= 1024, "kda: head_dim ", dk, " above the CUDA kernel's 1024");
+    SLUICE_CHECK(!rec || (rec->raw.rows >= T && rec->raw.cols == 3 * P), "kda: record too small");
+    ScratchScope scope(*this);
+    cuda::KdaBufs b{};
+    b.q = ptr(in.q);
+    b.k = ptr(in.k);
+    b.v = ptr(in.v);
+    b.f = ptr(in.f);
+    b.beta = ptr(in.beta);
+    b.gate = ptr(in.gate);
+    b.conv_from = ptr(from.conv);
+    b.S_from = ptr(from.S);
+    b.conv_to = ptr(to.conv);
+    b.S_to = ptr(to.S);
+    if (rec) {
+      b.rec_raw = ptr(rec->raw);
+      b.rec_k = ptr(rec->k);
+      b.rec_v = ptr(rec->v);
+      b.rec_g = ptr(rec->g);
+      b.rec_beta = ptr(rec->beta);
+      b.rec_ld_raw = rec->raw.ld;
+      b.rec_ld = rec->k.ld;
+    }
+    b.out = ptr(out);
+    b.qc = static_cast<float*>(take(size_t(T * P) * 4));
+    b.kc = static_cast<float*>(take(size_t(T * P) * 4));
+    b.vc = static_cast<float*>(take(size_t(T * P) * 4));
+    b.g = static_cast<float*>(take(size_t(T * P) * 4));
+    b.beta_s = static_cast<float*>(take(size_t(T * op.heads) * 4));
+    cuda::kda(stream_, op, T, b);
+  }
+  void kda_replay(const KdaOp& op, KdaState& st, const KdaRecord& rec, int64_t n) override {
+    SLUICE_CHECK(n >= 0 && n <= rec.raw.rows, "kda_replay of ", n, " rows from a record of ", rec.raw.rows);
+    cuda::KdaReplayBufs b{ptr(st.conv), ptr(st.S), ptr(rec.raw), ptr(rec.k), ptr(rec.v), ptr(rec.g), ptr(rec.beta),
+                          rec.raw.ld, rec.k.ld, rec.beta.ld};
+    cuda::kda_replay(stream_, op, n, b);
+  }
+
+  void mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf latent, Buf k_pe, int64_t first) override {
+    SLUICE_CHECK(kv.cols == latent.cols + k_pe.cols && norm.n == latent.cols && first + kv.rows <= latent.rows,
+                 "mla_cache_write: shapes");
+    cuda::mla_cache_write(stream_, mat(kv), norm.p, eps, mat(latent), mat(k_pe), first);
+  }
+  void mla_attention(const MlaOp& op, const Buf& q, const Buf& latent, const Buf& k_pe, int64_t visible0,
+                     Buf out) override {
+    const int64_t n_max = visible0 + (op.causal ? q.rows - 1 : 0);
+    SLUICE_CHECK(q.cols == op.heads * (op.nope + op.rope) && out.cols == op.heads * op.v_dim && n_max <= latent.rows,
+                 "mla_attention: shapes");
+    ScratchScope scope(*this);
+    MlaOp dop = op;
+    const Weight kv_b = on_device(*op.kv_b);
+    dop.kv_b = &kv_b;
+    float* s = static_cast<float*>(take(size_t(q.rows * op.heads * (2 * op.kv_rank + n_max)) * 4));
+    cuda::mla_attention(stream_, dop, mat(q), mat(latent), mat(k_pe), visible0, mat(out), s);
+  }
+  void gqa_attention(const GqaOp& op, const Buf& q, const Buf& k, const Buf& v, int64_t visible0, Buf out) override {
+    SLUICE_CHECK(op.kv_heads > 0 && op.heads % op.kv_heads == 0 && q.cols == op.heads * op.head_dim &&
+                     visible0 + q.rows - 1 <= k.rows,
+                 "gqa_attention: shapes");
+    ScratchScope scope(*this);
+    float* s = static_cast<float*>(take(size_t(q.rows * op.heads * (visible0 + q.rows)) * 4));
+    cuda::gqa_attention(stream_, op, mat(q), mat(k), mat(v), visible0, mat(out), s);
+  }
+  void rope_table(const RopeSpec& spec, int64_t first, Buf table) override {
+    // The table is computed on the host with the CPU's own code (positions are host data), so the
+    // angles are the CPU's bits on every device.
+    const int64_t half = int64_t(spec.inv_freq.size());
+    SLUICE_CHECK(table.cols == 2 * half, "rope_table: ", table.cols, " columns for ", half, " frequencies");
+    host_table_.resize(size_t(table.rows * table.cols));
+    for (int64_t t = 0; t < table.rows; ++t) {
+      float* cs = host_table_.data() + t * table.cols;
+      float* sn = cs + half;
+      for (int64_t i = 0; i < half; ++i) {
+        if (spec.f64_angles) {
+          const double angle = double(first + t) * spec.inv_freq[size_t(i)];
+          cs[i] = float(std::cos(angle)) * spec.magnitude;
+          sn[i] = float(std::sin(angle)) * spec.magnitude;
+        } else {
+          const float angle = float(first + t) * float(spec.inv_freq[size_t(i)]);
+          cs[i] = std::cos(angle) * spec.magnitude;
+          sn[i] = std::sin(angle) * spec.magnitude;
+        }
+      }
+    }
+    upload(table, host_table_.data());
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // host_table_ is reused by the next call
+  }
+  void rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, int64_t head_stride, int64_t offset,
+            int64_t dim) override {
+    SLUICE_CHECK(table.rows == x.rows && table.cols == dim && (heads - 1) * head_stride + offset + dim <= x.cols,
+                 "rope: shapes");
+    cuda::rope(stream_, mat(table), pairs, mat(x), heads, head_stride, offset, dim);
+  }
+
+  void route(const RouterOp& op, const Buf& logits, Buf ids, Buf weights) override {
+    SLUICE_CHECK(logits.cols == op.experts && ids.cols == op.top_k && weights.cols == op.top_k && op.top_k <= op.experts &&
+                     op.groups >= 1 && op.experts % op.groups == 0,
+                 "route: shapes");
+    ScratchScope scope(*this);
+    float* s = static_cast<float*>(take(size_t(logits.rows * (2 * op.experts + op.groups)) * 4));
+    cuda::route(stream_, op, mat(logits), mat(ids), mat(weights), s);
+  }
+  void experts(const ExpertsOp& op, std::span<const ExpertView> views, std::span<const std::span<const int64_t>> members,
+               const Buf& z, Buf yexp) override {
+    SLUICE_CHECK(views.size() == members.size(), "experts: ", views.size(), " views for ", members.size(), " member lists");
+    const int64_t R = z.cols;
+    for (size_t e = 0; e < views.size(); ++e) {
+      const int64_t n = int64_t(members[e].size());
+      if (n == 0) continue;
+      ScratchScope scope(*this);
+      const ExpertView& v = views[e];
+      const int64_t I = v.gate.rows;
+      const Weight gate = on_device(v.gate), up = on_device(v.up), down = on_device(v.down);
+      const int64_t* m = put(members[e].data(), members[e].size());
+      float* g = static_cast<float*>(take(size_t(n * R) * 4));
+      cuda::gather_rows(stream_, mat(z), m, n, op.top_k, g);
+      const Mat G{g, n, R, R};
+      const Mat h1{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
+      const Mat h3{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
+      const Mat y{static_cast<float*>(take(size_t(n * R) * 4)), n, R, R};
+      product(gate, G, h1);
+      product(up, G, h3);
+      cuda::gated_act(stream_, op.act, h1, h3);
+      product(down, h1, y);
+      cuda::scatter_rows(stream_, y.p, n, m, mat(yexp));
+    }
+  }
+  void combine(const Buf& yexp, const Buf& weights, Buf out) override {
+    SLUICE_CHECK(yexp.rows == out.rows * weights.cols && yexp.cols == out.cols, "combine: shapes");
+    cuda::combine(stream_, mat(yexp), mat(weights), mat(out));
+  }
+
+ private:
+  struct Chunk {
+    void* mem;
+    size_t base, size;
+  };
+  void* take(size_t bytes) {
+    bytes = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    for (Chunk& c : chunks_) {
+      if (used_ >= c.base + c.size) continue;
+      const size_t at = std::max(used_, c.base);
+      if (at + bytes <= c.base + c.size) {
+        used_ = at + bytes;
+        return static_cast<char*>(c.mem) + (at - c.base);
+      }
+    }
+    size_t total = 0;
+    for (const Chunk& c : chunks_) total += c.size;
+    Chunk c{nullptr, total, std::max({bytes, total, kMinChunk})};
+    SLUICE_CUDA_CHECK(cudaMalloc(&c.mem, c.size));
+    used_ = c.base + bytes;
+    chunks_.push_back(c);
+    return c.mem;
+  }
+  // Host bytes in scratch, queued behind earlier work (the host copy is taken before this returns).
+  template <typename T>
+  const T* put(const T* host, size_t n) {
+    void* d = take(n * sizeof(T));
+    if (n) SLUICE_CUDA_CHECK(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    return static_cast<const T*>(d);
+  }
+  void* copy_in(const void* host, size_t bytes) {
+    void* p = nullptr;
+    SLUICE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 4)));
+    SLUICE_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    kept_.push_back(p);
+    return p;
+  }
+  // A weight usable by a kernel: one in host memory (an expert the store serves from RAM) is
+  // staged into scratch for this call.
+  Weight on_device(const Weight& w) {
+    if (w.place == Place::Device) return w;
+    Weight d = w;
+    d.data = put(static_cast<const char*>(w.data), weight_bytes(w));
+    if (w.scales) d.scales = put(static_cast<const char*>(w.scales), scale_bytes(w));
+    if (w.bias) d.bias = put(static_cast<const char*>(w.bias), bias_bytes(w));
+    d.place = Place::Device;
+    return d;
+  }
+  void product(const Weight& w, Mat x, Mat y) {
+    if (reference_) cuda::linear_ref(stream_, w, x, y);
+    else cuda::linear_fast(stream_, w, x, y);
+  }
+  // A Buf's elements for a kernel (Bufs are views: constness is the op's contract, not the Buf's).
+  static float* ptr(const Buf& b) { return static_cast<float*>(b.p); }
+
+  int index_;
+  bool reference_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<Chunk> chunks_;
+  size_t used_ = 0;
+  std::vector<void*> kept_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Mat> mats_;
+  std::vector<float> host_table_;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::vector<std::string> cuda_device_descriptions() {
+  std::vector<std::string> out;
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "cuda:%d %s (sm_%d%d, %.1f GiB)", i, p.name, p.major, p.minor,
+                  double(p.totalGlobalMem) / double(1ull << 30));
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::unique_ptr<Device> open_cuda_device(int index, bool reference) {
+  return std::make_unique<CudaDevice>(index, reference);
+}
+
+}  // namespace sluice::kernels

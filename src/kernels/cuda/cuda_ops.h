@@ -1,0 +1,75 @@
+// Launchers of the CUDA kernels, shared by the device class (cuda_device.cu), the reference
+// kernels (ops_ref.cu: the scalar CPU order, compiled without fused multiply-add) and the fast
+// products (gemv_fast.cu). Every pointer is device memory; every launch goes on `s`.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/device.h"
+
+#define SLUICE_CUDA_CHECK(call)                                                                          \
+  do {                                                                                                   \
+    const cudaError_t err_ = (call);                                                                     \
+    if (err_ != cudaSuccess) ::sluice::fail("cuda: ", #call, " failed: ", cudaGetErrorString(err_));     \
+  } while (0)
+
+namespace sluice::kernels::cuda {
+
+// A device Buf's element pointer and stride, as kernels take them.
+struct Mat {
+  float* p;
+  int64_t rows, cols, ld;
+};
+inline Mat mat(const Buf& b) { return {static_cast<float*>(b.p), b.rows, b.cols, b.ld}; }
+
+void check_launch(const char* what);
+
+// Products: y[i, r] = W[r, :]·x[i, :] (+ bias[r]) for i < n.
+void linear_ref(cudaStream_t s, const Weight& w, Mat x, Mat y);
+void linear_fast(cudaStream_t s, const Weight& w, Mat x, Mat y);
+
+void fill(cudaStream_t s, Mat y, float v);
+void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out);
+void rmsnorm(cudaStream_t s, Mat x, const float* w, float eps, Mat y, int64_t group);
+void add(cudaStream_t s, Mat y, Mat x);
+void sum(cudaStream_t s, Mat out, Mat a, Mat b);
+void mul_sigmoid(cudaStream_t s, Mat y, Mat g);
+void gated_act(cudaStream_t s, const Activation& a, Mat g, Mat u);
+void row_dot(cudaStream_t s, Mat x, const float* w, Mat out);
+// sources: device array of n Mats.
+void attn_res(cudaStream_t s, const Mat* sources, int n, const float* norm, const float* proj, float eps, Mat out,
+              float* p_scratch);
+
+struct KdaBufs {
+  const float *q, *k, *v, *f, *beta, *gate;  // [T, P] ([T, heads] for beta), contiguous
+  const float *conv_from, *S_from;
+  float *conv_to, *S_to;
+  float *rec_raw, *rec_k, *rec_v, *rec_g, *rec_beta;  // null: no record; raw has row stride 3P
+  int64_t rec_ld_raw, rec_ld;
+  float* out;  // [T, P]
+  float *qc, *kc, *vc, *g, *beta_s;  // scratch [T, P] ×4, [T, heads]
+};
+void kda(cudaStream_t s, const KdaOp& op, int64_t T, const KdaBufs& b);
+struct KdaReplayBufs {
+  float *conv, *S;
+  const float *raw, *k, *v, *g, *beta;
+  int64_t ld_raw, ld, ld_beta;
+};
+void kda_replay(cudaStream_t s, const KdaOp& op, int64_t n, const KdaReplayBufs& b);
+
+void mla_cache_write(cudaStream_t s, Mat kv, const float* norm, float eps, Mat latent, Mat k_pe, int64_t first);
+void mla_attention(cudaStream_t s, const MlaOp& op, Mat q, Mat latent, Mat k_pe, int64_t visible0, Mat out,
+                   float* scratch);
+void gqa_attention(cudaStream_t s, const GqaOp& op, Mat q, Mat k, Mat v, int64_t visible0, Mat out, float* scratch);
+void rope(cudaStream_t s, Mat table, RopePairs pairs, Mat x, int64_t heads, int64_t head_stride, int64_t offset,
+          int64_t dim);
+
+void route(cudaStream_t s, const RouterOp& op, Mat logits, Mat ids, Mat weights, float* scratch);
+// Gathers rows z[members[i] / top_k] into g (contiguous [n, cols]); scatters y rows to yexp[members[i]].
+void gather_rows(cudaStream_t s, Mat z, const int64_t* members, int64_t n, int64_t top_k, float* g);
+void scatter_rows(cudaStream_t s, const float* y, int64_t n, const int64_t* members, Mat yexp);
+void combine(cudaStream_t s, Mat yexp, Mat weights, Mat out);
+
+}  // namespace sluice::kernels::cuda

@@ -1,0 +1,62 @@
+// Weights as every device sees them: a [rows, cols] matrix in one of the formats checkpoints ship
+// (F32, BF16, MXFP4 with E8M0 block scales, FP8 e4m3 with F32 128x128 block scales), an optional
+// bias, and the place its bytes live (host RAM or a device's memory). The store hands routed
+// experts out as ExpertViews of such weights; a Fence says when a view's bytes are ready.
+//
+// Batch invariance (the contract of every device, every op): the value written for output row r of
+// input row i depends only on the weights and on input row i, never on how many rows the pass has,
+// on the row range a thread or block takes, on the launch grid or on timing. Multi-position passes
+// therefore equal token-by-token passes bit for bit, which is what makes drafting on and off give
+// identical greedy tokens and a verify pass commit exactly the state of the shorter run.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace sluice::kernels {
+
+// Where bytes live. Host memory may be read by the CPU; Device memory only by the device that owns
+// it (model code never dereferences either: it passes views to ops).
+enum class Place : uint8_t { Host, Device };
+
+enum class WeightType : uint8_t { F32, BF16, MXFP4, FP8_E4M3 };
+const char* weight_type_name(WeightType t);
+
+// FP8 weights carry one F32 scale per kFp8Block x kFp8Block block of the matrix (row-major
+// [ceil(rows/128), ceil(cols/128)], DeepSeek-V3's weight_scale_inv); edge blocks are partial.
+inline constexpr int64_t kFp8Block = 128;
+
+// A [rows, cols] weight stored row-major as in PyTorch ([out, in]).
+struct Weight {
+  WeightType type = WeightType::F32;
+  int64_t rows = 0, cols = 0;
+  // F32: float[rows*cols]; BF16: uint16_t[rows*cols]; MXFP4: uint8_t[rows*cols/2] (low nibble =
+  // even column); FP8_E4M3: uint8_t[rows*cols].
+  const void* data = nullptr;
+  // MXFP4: E8M0 bytes [rows, cols/32]; FP8_E4M3: float [ceil(rows/128), ceil(cols/128)].
+  const void* scales = nullptr;
+  // Optional bias [rows] (F32 or BF16), added after the product: y = (W·x) + b.
+  const void* bias = nullptr;
+  DType bias_type = DType::F32;
+  Place place = Place::Host;
+
+  bool empty() const { return data == nullptr; }
+};
+
+// Orders work across a device's queues. On the CPU every fence has passed when it is made; on a GPU
+// it wraps an event. A default Fence has always passed.
+struct Fence {
+  void* impl = nullptr;
+  uint64_t value = 0;
+};
+
+// One routed expert's weights as the store hands them out (w1 gate, w3 up, w2 down). `ready` is the
+// fence after which the bytes are valid on the view's place; valid until the provider's release().
+struct ExpertView {
+  Weight gate;  // [intermediate, input]
+  Weight up;    // [intermediate, input]
+  Weight down;  // [input, intermediate]
+  Fence ready;
+};
+
+}  // namespace sluice::kernels

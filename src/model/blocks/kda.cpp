@@ -1,0 +1,49 @@
+// The KDA block: projections, the KDA op, the output projection.
+#include "model/blocks/kda.h"
+
+namespace sluice::model {
+
+using kernels::Buf;
+using kernels::BufType;
+using kernels::LinearOut;
+
+void KdaWeights::bind_op() {
+  op.q_conv = q_conv.v;
+  op.k_conv = k_conv.v;
+  op.v_conv = v_conv.v;
+  op.dt_bias = dt_bias.v;
+  op.a_log = a_log.v;
+  op.o_norm = o_norm.v;
+}
+
+void kda_forward(kernels::Device& d, const KdaWeights& w, const Buf& x, const kernels::KdaState& from,
+                 kernels::KdaState& to, const kernels::KdaRecord* rec, Buf out) {
+  kernels::ScratchScope scope(d);
+  const int64_t T = x.rows, P = w.op.dim(), dk = w.op.head_dim;
+  kernels::KdaInputs in;
+  in.q = d.scratch(BufType::F32, T, P);
+  in.k = d.scratch(BufType::F32, T, P);
+  in.v = d.scratch(BufType::F32, T, P);
+  in.f = d.scratch(BufType::F32, T, P);
+  in.beta = d.scratch(BufType::F32, T, w.op.heads);
+  in.gate = d.scratch(BufType::F32, T, P);
+  Buf fa = d.scratch(BufType::F32, T, dk);
+  if (w.full_rank_gate) {
+    const LinearOut outs[] = {{&w.q, in.q}, {&w.k, in.k}, {&w.v, in.v}, {&w.f_a, fa}, {&w.b, in.beta}, {&w.g, in.gate}};
+    d.linear(x, outs);
+  } else {
+    Buf ga = d.scratch(BufType::F32, T, dk);
+    const LinearOut outs[] = {{&w.q, in.q}, {&w.k, in.k}, {&w.v, in.v}, {&w.f_a, fa}, {&w.b, in.beta}, {&w.g_a, ga}};
+    d.linear(x, outs);
+    const LinearOut gb[] = {{&w.g_b, in.gate}};
+    d.linear(ga, gb);
+  }
+  const LinearOut fb[] = {{&w.f_b, in.f}};
+  d.linear(fa, fb);
+  Buf o = d.scratch(BufType::F32, T, P);
+  d.kda(w.op, in, from, to, rec, o);
+  const LinearOut proj[] = {{&w.o, out}};
+  d.linear(o, proj);
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,47 @@
+// The MLA block: projections, cache write, absorbed attention (NoPE: K3 and transformers'
+// kimi_linear apply no rotation), gate, output projection.
+#include "model/blocks/mla.h"
+
+#include <cmath>
+
+namespace sluice::model {
+
+using kernels::Buf;
+using kernels::BufType;
+using kernels::LinearOut;
+
+void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf latent, Buf k_pe, int64_t base,
+                 const Buf& x, Buf out) {
+  kernels::ScratchScope scope(d);
+  const int64_t T = x.rows, nh = s.heads, qk = s.nope + s.rope, vd = s.v_dim;
+  Buf q = d.scratch(BufType::F32, T, nh * qk);
+  Buf kv = d.scratch(BufType::F32, T, s.kv_rank + s.rope);
+  Buf gate = s.output_gate ? d.scratch(BufType::F32, T, nh * vd) : Buf{};
+  LinearOut outs[3];
+  size_t n = 0;
+  Buf qa;
+  if (s.q_lora_rank > 0) {
+    qa = d.scratch(BufType::F32, T, s.q_lora_rank);
+    outs[n++] = {&w.q_a, qa};
+  } else {
+    outs[n++] = {&w.q, q};
+  }
+  outs[n++] = {&w.kv_a, kv};
+  if (s.output_gate) outs[n++] = {&w.g, gate};
+  d.linear(x, std::span<const LinearOut>(outs, n));
+  if (s.q_lora_rank > 0) {
+    d.rmsnorm(qa, w.q_a_norm.v, s.norm_eps, qa);
+    const LinearOut qb[] = {{&w.q_b, q}};
+    d.linear(qa, qb);
+  }
+  d.mla_cache_write(kv, w.kv_a_norm.v, s.norm_eps, latent, k_pe, base);
+  Buf attn = d.scratch(BufType::F32, T, nh * vd);
+  const kernels::MlaOp op{.heads = nh, .nope = s.nope, .rope = s.rope, .v_dim = vd, .kv_rank = s.kv_rank,
+                          .scale = 1.0f / std::sqrt(float(qk)), .causal = true, .kv_b = &w.kv_b};
+  d.mla_attention(op, q, latent, k_pe, base + 1, attn);
+  if (s.output_gate) d.mul_sigmoid(attn, gate);
+  const LinearOut o[] = {{&w.o, out}};
+  d.linear(attn, o);
+}
+
+}  // namespace sluice::model

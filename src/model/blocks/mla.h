@@ -1,0 +1,26 @@
+// Multi-head latent attention over the compact cache (the target's MLA layers): the q (or
+// q_a → norm → q_b), kv_a and output-gate projections in one launch, the cache write of this
+// pass's rows, absorbed attention, the sigmoid output gate and o_proj.
+#pragma once
+#include "kernels/device.h"
+#include "model/tensor_list.h"
+
+namespace sluice::model {
+
+struct MlaWeights {
+  kernels::Weight q, q_a, q_b, kv_a, kv_b, g, o;  // q (no q_lora) or q_a/q_b; g only with the output gate
+  Param q_a_norm, kv_a_norm;
+};
+
+struct MlaSpec {
+  int64_t heads = 0, q_lora_rank = 0, kv_rank = 0, nope = 0, rope = 0, v_dim = 0;
+  float norm_eps = 1e-6f;  // q_a_layernorm / kv_a_layernorm
+  bool output_gate = false;
+};
+
+// Rows are at positions base..base+T-1; their latents are written into the cache (latent, k_pe:
+// [capacity, kv_rank] and [capacity, rope]) there.
+void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, kernels::Buf latent, kernels::Buf k_pe,
+                 int64_t base, const kernels::Buf& x, kernels::Buf out);
+
+}  // namespace sluice::model

@@ -1,0 +1,147 @@
+// The MoE block on the device interface: route, sync, union, experts in arrival order, combine.
+#include "model/blocks/moe.h"
+
+#include <algorithm>
+
+namespace sluice::model {
+
+using kernels::Buf;
+using kernels::BufType;
+using kernels::LinearOut;
+
+void MoeHost::reserve(int64_t experts, int64_t slots) {
+  if (int64_t(route.capacity()) < slots) route.reserve(size_t(slots));
+  if (int64_t(members.capacity()) < slots) members.reserve(size_t(slots));
+  if (int64_t(uni.capacity()) < experts) uni.reserve(size_t(experts));
+  if (int64_t(offsets.capacity()) < experts + 1) offsets.reserve(size_t(experts + 1));
+  if (int64_t(votes.capacity()) < experts) votes.reserve(size_t(experts));
+  if (int64_t(chosen.capacity()) < experts) chosen.reserve(size_t(experts));
+}
+
+namespace {
+
+// The union of the routed experts (ascending) and each one's members, grouped by a counting sort
+// so that every list keeps ascending (row, slot) order.
+void group_members(MoeHost& h, int64_t experts) {
+  h.votes.assign(size_t(experts), 0);
+  for (int32_t e : h.route) h.votes[size_t(e)] += 1;
+  h.uni.clear();
+  h.offsets.assign(1, 0);
+  for (int32_t e = 0; e < int32_t(experts); ++e) {
+    if (!h.votes[size_t(e)]) continue;
+    h.uni.push_back(e);
+    h.offsets.push_back(h.offsets.back() + h.votes[size_t(e)]);
+  }
+  // votes[e] becomes the next write position of expert e's members.
+  for (size_t i = 0; i < h.uni.size(); ++i) h.votes[size_t(h.uni[i])] = int32_t(h.offsets[i]);
+  h.members.resize(h.route.size());
+  for (size_t m = 0; m < h.route.size(); ++m) h.members[size_t(h.votes[size_t(h.route[m])]++)] = int64_t(m);
+}
+
+// The router of the pass's rows from its logits; the route ids come back to the host (the layer's
+// sync point: the host decides what to read), the weights stay on the device.
+void route_rows(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Buf& logits, Buf weights,
+                MoeHost& host) {
+  const int64_t T = logits.rows, k = s.router.top_k;
+  Buf ids = d.scratch(BufType::I32, T, k);
+  kernels::RouterOp router = s.router;
+  router.correction_bias = w.correction_bias.v;
+  d.route(router, logits, ids, weights);
+  host.route.resize(size_t(T * k));
+  d.download(ids, host.route.data());
+}
+
+}  // namespace
+
+void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
+                 const Buf& x, Buf out, MoeHost& host, TargetCounters* counters) {
+  kernels::ScratchScope scope(d);
+  const int64_t T = x.rows, E = s.router.experts, k = s.router.top_k, R = s.expert_input;
+  host.reserve(E, T * k);
+  Buf logits = d.scratch(BufType::F32, T, E);
+  Buf z = s.latent ? d.scratch(BufType::F32, T, R) : x;
+  if (s.latent) {
+    const LinearOut outs[] = {{&w.router, logits}, {&w.latent_down, z}};
+    d.linear(x, outs);
+  } else {
+    const LinearOut outs[] = {{&w.router, logits}};
+    d.linear(x, outs);
+  }
+  Buf weights = d.scratch(BufType::F32, T, k);
+  route_rows(d, s, w, logits, weights, host);
+  group_members(host, E);
+  if (counters) {
+    counters->expert_requests += int64_t(host.uni.size());
+    counters->routed_slots += T * k;
+  }
+
+  // Experts are asked for in groups the provider can hold at once; every expert of the union is
+  // requested exactly once per pass and run over all rows routed to it, in the order they land.
+  const kernels::ExpertsOp op{.act = s.act, .top_k = k};
+  Buf yexp = d.scratch(BufType::F32, T * k, R);
+  const size_t group = std::max<size_t>(1, experts.max_batch());
+  for (size_t g0 = 0; g0 < host.uni.size(); g0 += group) {
+    const size_t gn = std::min(group, host.uni.size() - g0);
+    experts.begin(layer, std::span<const int32_t>(host.uni.data() + g0, gn));
+    kernels::ExpertView view;
+    for (int got; (got = experts.next_ready(&view)) >= 0;) {
+      const size_t u = g0 + size_t(got);
+      const std::span<const int64_t> rows(host.members.data() + host.offsets[u],
+                                          size_t(host.offsets[u + 1] - host.offsets[u]));
+      d.wait(view.ready);
+      d.experts(op, std::span<const kernels::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1), z,
+                yexp);
+    }
+    // The lease ends after the work that read its views (on the CPU it has finished already).
+    d.fence();
+    experts.release(layer);
+  }
+
+  Buf routed = d.scratch(BufType::F32, T, R);
+  d.combine(yexp, weights, routed);
+  if (s.latent) {
+    Buf normed = d.scratch(BufType::F32, T, R);
+    d.rmsnorm(routed, w.latent_norm.v, s.norm_eps, normed);
+    const LinearOut up[] = {{&w.latent_up, out}};
+    d.linear(normed, up);
+  } else {
+    d.copy(out, routed);
+  }
+  if (w.has_shared) {
+    Buf sh = d.scratch(BufType::F32, T, out.cols);
+    mlp_forward(d, w.shared, s.act, x, sh);
+    d.add(out, sh);
+  }
+}
+
+void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
+                 store::ExpertProvider& experts, int layer, const Buf& m_in, MoeHost& host) {
+  kernels::ScratchScope scope(d);
+  const int64_t T = m_in.rows, E = s.router.experts, k = s.router.top_k;
+  host.reserve(E, T * k);
+  Buf pn = d.scratch(BufType::F32, T, m_in.cols);
+  d.rmsnorm(m_in, post_norm.v, eps, pn);
+  Buf logits = d.scratch(BufType::F32, T, E);
+  const LinearOut outs[] = {{&w.router, logits}};
+  d.linear(pn, outs);
+  Buf weights = d.scratch(BufType::F32, T, k);
+  route_rows(d, s, w, logits, weights, host);
+  // Experts chosen by the most rows first (ties: lower id), capped at what the provider can hold.
+  host.votes.assign(size_t(E), 0);
+  for (int32_t e : host.route) host.votes[size_t(e)] += 1;
+  host.chosen.clear();
+  for (int32_t e = 0; e < int32_t(E); ++e)
+    if (host.votes[size_t(e)]) host.chosen.push_back(e);
+  const size_t cap = experts.max_batch();
+  if (host.chosen.size() > cap) {
+    std::sort(host.chosen.begin(), host.chosen.end(), [&](int32_t a, int32_t b) {
+      const int32_t va = host.votes[size_t(a)], vb = host.votes[size_t(b)];
+      return va > vb || (va == vb && a < b);
+    });
+    host.chosen.resize(cap);
+    std::sort(host.chosen.begin(), host.chosen.end());
+  }
+  experts.prefetch(layer, host.chosen);
+}
+
+}  // namespace sluice::model

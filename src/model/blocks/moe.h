@@ -1,0 +1,54 @@
+// A mixture-of-experts layer: the router of the pass's rows (its logits in the same launch as the
+// latent down-projection), the route ids downloaded (the layer's sync point: the host decides which
+// experts to ask for), every expert of the pass's union asked of the ExpertProvider once and run
+// over all rows routed to it as it arrives, the per-row combine in route order, K3's latent
+// projection around the experts, and the shared experts. Also the next-layer route prediction that
+// starts expert reads early.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device.h"
+#include "model/blocks/mlp.h"
+#include "model/target.h"
+#include "model/tensor_list.h"
+#include "store/expert_provider.h"
+
+namespace sluice::model {
+
+struct MoeWeights {
+  kernels::Weight router, latent_down, latent_up;  // latent_* only for K3's latent MoE
+  Param correction_bias, latent_norm;
+  MlpWeights shared;
+  bool has_shared = false;
+};
+
+struct MoeSpec {
+  kernels::RouterOp router;      // its correction_bias view is each layer's (MoeWeights)
+  kernels::Activation act;       // of the routed and the shared experts
+  int64_t expert_input = 0;      // width the experts see (the latent width, or hidden)
+  bool latent = false;           // K3: experts run in a projected space
+  float norm_eps = 1e-5f;        // the latent norm
+};
+
+// Host-side tables of one MoE pass, kept across passes so that a pass allocates nothing once they
+// have reached their size.
+struct MoeHost {
+  std::vector<int32_t> route;    // [T, k] expert ids, route order
+  std::vector<int32_t> uni;      // the union of experts, ascending
+  std::vector<int64_t> offsets;  // members of uni[i]: members[offsets[i] .. offsets[i+1])
+  std::vector<int64_t> members;  // (row·k + slot) grouped by expert, ascending within each
+  std::vector<int32_t> votes, chosen;  // prediction
+  void reserve(int64_t experts, int64_t slots);
+};
+
+void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
+                 const kernels::Buf& x, kernels::Buf out, MoeHost& host, TargetCounters* counters);
+
+// Layer `layer`'s own norm and router applied to the previous layer's MLP input m_in: a guess at its
+// routes, handed to the provider as a prefetch (most-voted experts first, capped at what it holds
+// at once); the real router decides at that layer.
+void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
+                 store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host);
+
+}  // namespace sluice::model

@@ -1,0 +1,157 @@
+// The tensor list: binding a checkpoint against it (with the dtype, shape and name checks that make
+// load errors name the tensor), keeping it on a device, expanding the expert placeholders.
+#include "model/tensor_list.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sluice::model {
+namespace {
+
+using format::TensorInfo;
+
+std::vector<float> to_floats(const format::TensorSet& ts, const TensorInfo& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype) {
+      case DType::F32: {
+        float f;
+        std::memcpy(&f, t.data + 4 * i, 4);
+        out[i] = f;
+        break;
+      }
+      case DType::BF16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+        break;
+      }
+      case DType::F16: {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = f16_to_f32(h);
+        break;
+      }
+      default:
+        fail(ts.dir(), ": tensor ", t.name, " has dtype ", dtype_name(t.dtype), ", expected F32, BF16 or F16");
+    }
+  }
+  return out;
+}
+
+Init init_of(const store::ExpertSegment& s) {
+  if (s.role == store::SegmentRole::Scales) return Init::Scale;
+  return s.dtype == DType::U8 ? Init::Packed : Init::Normal;
+}
+
+}  // namespace
+
+int64_t TensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+TensorSpec& TensorList::matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt) {
+  specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = {rows, cols}, .init = Init::Normal,
+                              .matrix = dst});
+  return specs_.back();
+}
+
+TensorSpec& TensorList::param(std::string name, std::vector<int64_t> shape, Param* dst, Init init, DType dt) {
+  specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = std::move(shape), .init = init,
+                              .param = dst});
+  return specs_.back();
+}
+
+void TensorList::experts(int layer) { specs_.push_back(TensorSpec{.experts_of_layer = layer}); }
+
+void TensorList::bind(const format::TensorSet& ts) const {
+  for (const TensorSpec& s : specs_) {
+    if (s.experts_of_layer >= 0) continue;
+    std::string name = s.name;
+    if (!ts.find(name))
+      for (const std::string& a : s.aliases)
+        if (ts.find(a)) name = a;
+    if (s.matrix) {
+      *s.matrix = weight_matrix(ts, name, s.shape[0], s.shape[1]);
+    } else if (s.param) {
+      s.param->host = float_vector(ts, name, s.numel());
+    } else {
+      const TensorInfo& t = ts.get(name);
+      if (t.shape != s.shape)
+        fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies ", shape_str(s.shape));
+    }
+  }
+}
+
+void TensorList::keep(kernels::Device& d) const {
+  for (const TensorSpec& s : specs_) {
+    if (s.matrix && !s.matrix->empty()) *s.matrix = d.keep(*s.matrix);
+    if (s.param) s.param->v = s.param->empty() ? kernels::Vec{} : d.keep(std::span<const float>(s.param->host));
+  }
+}
+
+std::vector<TensorSpec> TensorList::expanded(const store::ExpertBank& bank) const {
+  std::vector<TensorSpec> out;
+  for (const TensorSpec& s : specs_) {
+    if (s.experts_of_layer < 0) {
+      out.push_back(s);
+      out.back().matrix = nullptr;
+      out.back().param = nullptr;
+      continue;
+    }
+    const int layer = s.experts_of_layer;
+    const auto& segs = bank.layout.segments;
+    bool fused = false;
+    for (const auto& seg : segs) fused = fused || store::ExpertBank::fused(seg);
+    if (fused) {
+      for (const auto& seg : segs)
+        out.push_back(TensorSpec{.name = bank.tensor_name(seg, layer, 0), .dtype = seg.dtype,
+                                 .shape = bank.tensor_shape(seg), .init = init_of(seg)});
+      continue;
+    }
+    for (int e = 0; e < int(bank.num_experts); ++e)
+      for (const auto& seg : segs)
+        out.push_back(TensorSpec{.name = bank.tensor_name(seg, layer, e), .dtype = seg.dtype, .shape = seg.shape,
+                                 .init = init_of(seg)});
+  }
+  return out;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += cat(i ? ", " : "", s[i]);
+  return out + "]";
+}
+
+kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
+  const TensorInfo& t = ts.get(name);
+  if (t.shape != std::vector<int64_t>{rows, cols})
+    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies [", rows, ", ", cols, "]");
+  kernels::Weight w;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t.data;
+  if (t.dtype == DType::BF16) w.type = kernels::WeightType::BF16;
+  else if (t.dtype == DType::F32) w.type = kernels::WeightType::F32;
+  else fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16 or F32");
+  return w;
+}
+
+std::vector<float> float_vector(const format::TensorSet& ts, const std::string& name, int64_t numel) {
+  const TensorInfo& t = ts.get(name);
+  if (t.numel() != numel)
+    fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), " (", t.numel(), " elements), config implies ",
+         numel);
+  return to_floats(ts, t);
+}
+
+void check_token_ids(std::span<const int32_t> tokens, int64_t vocab) {
+  for (size_t t = 0; t < tokens.size(); ++t)
+    if (tokens[t] < 0 || tokens[t] >= vocab)
+      fail("token id ", tokens[t], " at position ", t, " is outside the vocabulary (0..", vocab - 1, ")");
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,73 @@
+// The one tensor list of an architecture: every checkpoint tensor a config implies (name, dtype,
+// shape, how make-tiny fills it) bound to where the loaded model keeps it. The loader checks a
+// checkpoint against the list and binds views, make-tiny writes exactly the list, and the routed
+// experts inside it come from the architecture's expert bank, so the three never disagree.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "format/safetensors.h"
+#include "kernels/device.h"
+#include "store/expert_bank.h"
+
+namespace sluice::model {
+
+// How make-tiny fills a tensor.
+enum class Init : uint8_t { Normal, NormWeight, ResProj, ALog, DtBias, Conv, CorrectionBias, Packed, Scale };
+
+// A small fp32 parameter (norm weights, biases, conv taps): widened on the host, kept on the device.
+struct Param {
+  std::vector<float> host;
+  kernels::Vec v;
+  bool empty() const { return host.empty(); }
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::BF16;  // what make-tiny writes
+  std::vector<int64_t> shape;
+  Init init = Init::Normal;
+  int64_t init_arg = 0;       // ALog: how many leading entries are non-zero (one per head)
+  // Where the loader binds it: a [shape[0], shape[1]] matrix (BF16 or F32, used in place) or a
+  // parameter of numel(shape) elements (F32, BF16 or F16, widened). Neither: checked, not bound.
+  kernels::Weight* matrix = nullptr;
+  Param* param = nullptr;
+  std::vector<std::string> aliases;  // other names a checkpoint may use for it
+  int experts_of_layer = -1;         // >= 0: stands for every routed-expert tensor of that layer
+  int64_t numel() const;
+};
+
+class TensorList {
+ public:
+  TensorSpec& matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt = DType::BF16);
+  TensorSpec& param(std::string name, std::vector<int64_t> shape, Param* dst, Init init, DType dt = DType::BF16);
+  // The routed experts of `layer` (expanded from the expert bank where the tensors are written).
+  void experts(int layer);
+
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  // Checks every listed tensor in `ts` (present under its name or an alias, dtype, shape) and binds
+  // it. Throws naming the directory and the tensor.
+  void bind(const format::TensorSet& ts) const;
+  // Makes every bound matrix and parameter usable by the device.
+  void keep(kernels::Device& d) const;
+  // The list with the expert placeholders replaced by the bank's tensors (per-expert tensors in
+  // expert order, or one fused tensor per segment): exactly what a checkpoint holds, in order.
+  std::vector<TensorSpec> expanded(const store::ExpertBank& bank) const;
+
+ private:
+  std::vector<TensorSpec> specs_;
+};
+
+// "[a, b, c]" for messages.
+std::string shape_str(const std::vector<int64_t>& shape);
+// Tensor `name` of `ts` as a [rows, cols] BF16 or F32 matrix pointing into the mapped file.
+kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
+// A vector-like tensor of exactly `numel` elements (F32, BF16 or F16), widened to fp32.
+std::vector<float> float_vector(const format::TensorSet& ts, const std::string& name, int64_t numel);
+// Throws for an id outside 0..vocab-1, naming it and its position.
+void check_token_ids(std::span<const int32_t> tokens, int64_t vocab);
+
+}  // namespace sluice::model

@@ -1,0 +1,90 @@
+// The portable transcendentals of kernels/mathf.h against long double references: within a few
+// ulp over sweeps of each function's range (they replace glibc's so that every device computes the
+// same bits; they must still be as good as glibc's for the golden tolerances to mean anything).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/mathf.h"
+
+namespace sluice::mathf {
+namespace {
+
+// Distance in units in the last place between a float result and the exact value.
+double ulps(float got, long double want) {
+  if (std::isnan(got) || std::isnan(double(want))) return std::isnan(got) == std::isnan(double(want)) ? 0 : 1e30;
+  if (std::isinf(double(want)) || std::isinf(got)) return float(want) == got ? 0 : 1e30;
+  const float w = float(want);
+  const float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  const double denorm_ulp = std::ldexp(1.0, -149);
+  return double(std::fabs((long double)got - want)) / std::max(double(ulp), denorm_ulp);
+}
+
+template <typename F, typename R>
+double worst_over(F f, R ref, float lo, float hi, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    const float x = i < 2 ? (i == 0 ? lo : hi) : u(rng);
+    worst = std::max(worst, ulps(f(x), ref((long double)x)));
+  }
+  return worst;
+}
+
+TEST(Mathf, ExpWithinTwoUlp) {
+  auto f = [](float x) { return mathf::exp(x); };
+  auto r = [](long double x) { return std::exp(x); };
+  EXPECT_LE(worst_over(f, r, -20.0f, 20.0f, 200000, 1), 2.0);
+  EXPECT_LE(worst_over(f, r, -87.0f, 88.7f, 200000, 2), 2.0);
+  EXPECT_LE(worst_over(f, r, -0.01f, 0.01f, 100000, 3), 2.0);
+  EXPECT_LE(worst_over(f, r, -103.0f, -87.0f, 50000, 4), 2.0);  // subnormal results
+  EXPECT_EQ(mathf::exp(0.0f), 1.0f);
+  EXPECT_TRUE(std::isinf(mathf::exp(89.0f)));
+  EXPECT_EQ(mathf::exp(-104.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(mathf::exp(NAN)));
+}
+
+TEST(Mathf, Log1pWithinThreeUlp) {
+  auto f = [](float x) { return mathf::log1p(x); };
+  auto r = [](long double x) { return std::log1p(x); };
+  EXPECT_LE(worst_over(f, r, -0.9999f, 1.0f, 200000, 5), 3.0);
+  EXPECT_LE(worst_over(f, r, 1.0f, 5e8f, 200000, 6), 3.0);
+  EXPECT_LE(worst_over(f, r, -1e-4f, 1e-4f, 100000, 7), 3.0);
+  EXPECT_LE(worst_over(f, r, 1e-30f, 1e-20f, 10000, 8), 3.0);
+  EXPECT_EQ(mathf::log1p(0.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(mathf::log1p(-1.0f)));
+  EXPECT_TRUE(std::isnan(mathf::log1p(-2.0f)));
+}
+
+// 1 − 2/(e^{2|x|} + 1) loses a few bits just above the series' range (|x| ≈ 0.25-0.6): 6 ulp.
+TEST(Mathf, TanhWithinSixUlp) {
+  auto f = [](float x) { return mathf::tanh(x); };
+  auto r = [](long double x) { return std::tanh(x); };
+  EXPECT_LE(worst_over(f, r, -0.25f, 0.25f, 100000, 9), 2.0);
+  EXPECT_LE(worst_over(f, r, -9.5f, 9.5f, 200000, 10), 6.0);
+  EXPECT_LE(worst_over(f, r, -1e-5f, 1e-5f, 20000, 11), 2.0);
+  EXPECT_EQ(mathf::tanh(20.0f), 1.0f);
+  EXPECT_EQ(mathf::tanh(-20.0f), -1.0f);
+}
+
+TEST(Mathf, SigmoidSoftplusSitu) {
+  auto sig = [](float x) { return mathf::sigmoid(x); };
+  auto sig_ref = [](long double x) { return 1.0L / (1.0L + std::exp(-x)); };
+  EXPECT_LE(worst_over(sig, sig_ref, -30.0f, 30.0f, 200000, 12), 4.0);
+  auto sp = [](float x) { return mathf::softplus(x); };
+  auto sp_ref = [](long double x) { return x > 20 ? x : std::log1p(std::exp(x)); };
+  EXPECT_LE(worst_over(sp, sp_ref, -30.0f, 30.0f, 200000, 13), 4.0);
+  std::mt19937_64 rng(14);
+  std::normal_distribution<float> n(0.0f, 6.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const float g = n(rng), u = n(rng) * 5.0f;
+    const long double want = (4.0L * std::tanh(g / 4.0L) / (1.0L + std::exp(-(long double)g))) * (25.0L * std::tanh(u / 25.0L));
+    ASSERT_LE(std::fabs((long double)mathf::situ(g, u, 4.0f, 25.0f) - want), 1e-5L * (1 + std::fabs(want))) << g << " " << u;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::mathf
