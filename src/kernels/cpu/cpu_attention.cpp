@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/mathf.h"
 #include "kernels/cpu/weight_rows.h"
 
 namespace sluice::kernels {
@@ -16,9 +17,9 @@ namespace {
 void softmax_with_sink(float* x, int64_t n, float sink) {
   float m = sink;
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  float s = std::exp(sink - m);
+  float s = mathf::exp(sink - m);
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
+    x[i] = mathf::exp(x[i] - m);
     s += x[i];
   }
   float inv = 1.0f / s;

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/mathf.h"
 
 namespace sluice::kernels {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 void delta_step(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v,
                 const float* g, float beta, float* kv_mem, float* o) {
   for (int64_t i = 0; i < dk; ++i) {
-    float a = std::exp(g[i]);
+    float a = mathf::exp(g[i]);
     const float* in = S_in + i * dv;
     float* row = S + i * dv;
     for (int64_t j = 0; j < dv; ++j) row[j] = in[j] * a;
@@ -110,7 +111,7 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t ch = 0; ch < P; ++ch) {
       float r = f[t * P + ch] + op.dt_bias.p[ch];
-      float a = std::exp(op.a_log.p[ch / dk]);
+      float a = mathf::exp(op.a_log.p[ch / dk]);
       g[t * P + ch] = op.lower_bound_gate ? op.lower_bound * sigmoid(a * r) : -a * softplus(r);
     }
   }

@@ -1,7 +1,9 @@
-// Element-wise ops in fp32 (reference versions; they are a small share of run time).
+// Element-wise ops in fp32 (reference versions; they are a small share of run time). The
+// transcendentals are mathf.h's, the same on every device.
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/mathf.h"
 
 namespace sluice::kernels {
 
@@ -23,20 +25,17 @@ void l2norm(const float* x, int64_t n, float eps, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float silu(float x) { return x * sigmoid(x); }
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-float situ(float g, float u, float beta_g, float beta_u) {
-  return (beta_g * std::tanh(g / beta_g) * sigmoid(g)) * (beta_u * std::tanh(u / beta_u));
-}
+float sigmoid(float x) { return mathf::sigmoid(x); }
+float silu(float x) { return mathf::silu(x); }
+float softplus(float x) { return mathf::softplus(x); }
+float situ(float g, float u, float beta_g, float beta_u) { return mathf::situ(g, u, beta_g, beta_u); }
 
 void softmax(float* x, int64_t n) {
   float m = x[0];
   for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
   float s = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
+    x[i] = mathf::exp(x[i] - m);
     s += x[i];
   }
   float inv = 1.0f / s;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "kernels/mathf.h"
 
 namespace sluice::model {
 namespace {
@@ -273,7 +274,7 @@ DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_
     d.download(conf_parts, parts);
     const int32_t token = first_argmax(bias_host_.data(), V);
     const float conf = parts[0] + parts[1] + weights_.confidence_b.host[0];
-    if (min_confidence > 0 && (1.0f / (1.0f + std::exp(-conf))) < min_confidence) break;
+    if (min_confidence > 0 && mathf::sigmoid(conf) < min_confidence) break;
     out.tokens.push_back(token);
     out.confidence.push_back(conf);
     prev = token;
