@@ -36,9 +36,12 @@ fi
 bank=$(du -sb "$home" | cut -f1)
 cache_gb=$(awk -v b="$bank" 'BEGIN { printf "%.6f", b / 4 / 1e9 }')
 echo "demo: expert bank $((bank / 1000000)) MB on disk, expert cache ${cache_gb} GB (a quarter of it); draft model $draft"
+# The GPU when this machine and build have one (`sluice devices`), else the CPU; DEVICE overrides.
+device=${DEVICE:-$("$sluice" devices 2>/dev/null | awk '/^cuda:0 / { print "cuda:0"; found = 1; exit } END { if (!found) print "cpu" }')}
+echo "demo: device $device"
 echo "demo: prompt: $prompt"
 echo "---"
-args=(--model "$model" --max-new 64 --cache-gb "$cache_gb" --stats --draft "model:$draft")
+args=(--model "$model" --device "$device" --max-new 64 --cache-gb "$cache_gb" --stats --draft "model:$draft")
 err="$out/run-stderr.txt"
 set +e
 if "$sluice" run --help | grep -q -- '--prompt TEXT'; then

@@ -20,5 +20,6 @@ Action register_bench(CLI::App& app);
 Action register_serve(CLI::App& app);
 Action register_tokenize(CLI::App& app);
 Action register_detokenize(CLI::App& app);
+Action register_devices(CLI::App& app);
 
 }  // namespace sluice::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_serve);
   add(sluice::cli::register_tokenize);
   add(sluice::cli::register_detokenize);
+  add(sluice::cli::register_devices);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -23,14 +23,22 @@ std::vector<const std::byte*> expert_segments(const ExpertBank& bank, const form
   return out;
 }
 
-ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts) : num_experts_(bank.num_experts) {
+ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, kernels::Device* keep_on)
+    : num_experts_(bank.num_experts) {
+  const bool keep = keep_on && keep_on->place() != kernels::Place::Host;
   by_layer_.resize(size_t(bank.num_layers));
   for (int l : bank.moe_layers) {
     if (l < 0 || l >= int(bank.num_layers)) fail("expert bank: MoE layer ", l, " is outside the model's ", bank.num_layers, " layers");
     for (int e = 0; e < int(bank.num_experts); ++e) {
       auto seg = expert_segments(bank, ts, l, e);
       bank.layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", l));
-      by_layer_[size_t(l)].push_back(bank.layout.views(seg));
+      kernels::ExpertView v = bank.layout.views(seg);
+      if (keep) {
+        v.gate = keep_on->keep(v.gate);
+        v.up = keep_on->keep(v.up);
+        v.down = keep_on->keep(v.down);
+      }
+      by_layer_[size_t(l)].push_back(v);
     }
   }
 }

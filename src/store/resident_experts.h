@@ -1,10 +1,13 @@
 // Routed experts resident in the mapped safetensors checkpoint (all in RAM): the reference
 // ExpertProvider the streaming store must match bit for bit. Experts stored one tensor per expert
-// and fused per layer (experts along the first dimension) are both served in place.
+// and fused per layer (experts along the first dimension) are both served in place. On a device
+// that computes elsewhere (a GPU), every expert is kept in that device's memory at load, records
+// exactly as in the checkpoint, so a pass moves no expert bytes.
 #pragma once
 #include <vector>
 
 #include "format/safetensors.h"
+#include "kernels/device.h"
 #include "store/expert_bank.h"
 #include "store/expert_provider.h"
 
@@ -12,8 +15,9 @@ namespace sluice::store {
 
 class ResidentExperts : public ExpertProvider {
  public:
-  // Checks every expert tensor (present, dtype, shape, valid scales); throws naming it.
-  ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts);
+  // Checks every expert tensor (present, dtype, shape, valid scales); throws naming it. `keep_on`:
+  // the device the views must live on (null or a host device: the mapped bytes themselves).
+  ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, kernels::Device* keep_on = nullptr);
   void begin(int layer, std::span<const int32_t> experts) override;
   int next_ready(kernels::ExpertView* out) override;
   void release(int) override {}

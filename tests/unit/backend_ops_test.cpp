@@ -4,7 +4,8 @@
 // and checked fully written, with guard rows and columns around them that must keep their poison;
 // a T-row call equal to T one-row calls bit for bit on each device. Products (linear, experts)
 // must stay within the sum-order bound of kernels_test; every other op must be bit-identical to
-// scalar on a CPU device (a device with other elementwise math would declare its own bound here).
+// scalar on every device (the CUDA kernels use mathf.h's transcendentals and unfused arithmetic),
+// and cuda-ref's products too.
 // A few independent references check the oracle itself (attention with sinks and windows, the
 // router's top-k).
 #include <gtest/gtest.h>
@@ -211,7 +212,13 @@ Devices& devices() {
   static Devices d;
   return d;
 }
-bool is_cpu(const Device& d) { return d.name().rfind("cpu/", 0) == 0; }
+// cuda-ref claims the scalar order for every op, products included.
+bool is_reference(const Device& d) { return d.name().rfind("cuda-ref:", 0) == 0; }
+bool has_gpu() {
+  for (auto& d : devices().all)
+    if (d->place() != Place::Host) return true;
+  return false;
+}
 
 void expect_identical(const std::vector<float>& want, const std::vector<float>& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
@@ -241,7 +248,8 @@ void expect_within(const std::vector<float>& want, const std::vector<float>& got
 double sum_order_bound(int64_t k, double abs_sum) { return std::max(1e-5, 2.0 * double(k) * std::ldexp(1.0, -24)) * abs_sum + 1e-30; }
 
 // Runs `op` (which returns its outputs) on the scalar device and on every device, comparing with
-// `compare` (exact by default).
+// `compare` (exact by default; products pass their bound). A reference GPU ISA must match scalar
+// bit for bit whatever `compare` allows.
 using OpRun = std::function<std::vector<float>(Device&)>;
 void on_every_device(const std::string& what, const OpRun& op,
                      const std::function<void(const std::vector<float>&, const std::vector<float>&,
@@ -251,11 +259,19 @@ void on_every_device(const std::string& what, const OpRun& op,
   for (auto& d : devices().all) {
     const std::string label = what + " on " + d->name();
     const std::vector<float> got = op(*d);
-    if (is_cpu(*d)) compare(want, got, label);
+    compare(want, got, label);
+    if (is_reference(*d)) expect_identical(want, got, label + " (reference ISA: bit for bit)");
   }
 }
 
 // ---- cases ----
+
+// Names the GPUs the cases below ran on, or says visibly that none did (CI has nvcc, no GPU).
+TEST(BackendOps, GpuDevicesRunEveryCase) {
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device on this machine: every case ran on the CPU ISAs only";
+  for (auto& d : devices().all)
+    if (d->place() != Place::Host) std::printf("[ops] GPU device %s\n", d->name().c_str());
+}
 
 TEST(BackendOps, LinearEveryFormatWithinTheBoundAndBatchInvariant) {
   Rand r(test_seed());

@@ -7,174 +7,32 @@
 // re-records them with tools/gate/record_digests.sh and says so in its commit; the one so far:
 // the CPU's exp/log1p/tanh became kernels/mathf.h's, shared with the CUDA device.
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <map>
-#include <sstream>
-#include <string>
-#include <vector>
 
-#include "format/safetensors.h"
 #include "kernels/cpu/kernels.h"
-#include "model/arch/dspark.h"
-#include "model/arch/kimi.h"
-#include "model/arch/qwen3.h"
-#include "model/registry.h"
-#include "runtime/sampling.h"
+#include "logit_digests.h"
 
 namespace sluice {
 namespace {
-
-std::string src(const std::string& rel) { return std::string(SLUICE_SOURCE_DIR) + "/" + rel; }
-
-struct Digests {
-  std::string isa;
-  std::map<std::string, std::string> got;
-  void emit(const std::string& name, const std::vector<float>& v) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH3_64bits(v.data(), v.size() * 4));
-    got[name] = std::string(hex) + " " + std::to_string(v.size());
-  }
-};
-
-std::vector<std::vector<int32_t>> prompts_of(const std::string& path) {
-  std::vector<std::vector<int32_t>> ps;
-  auto f = format::SafetensorsFile::open(path);
-  for (int p = 0;; ++p) {
-    const format::TensorInfo* t = nullptr;
-    for (const auto& x : f->tensors())
-      if (x.name == "prompt_ids_" + std::to_string(p)) t = &x;
-    if (!t) break;
-    std::vector<int32_t> ids(t->nbytes / 4);
-    std::memcpy(ids.data(), t->data, t->nbytes);
-    ps.push_back(ids);
-  }
-  return ps;
-}
-
-// Per prompt: (a) one all-logits pass, (b) greedy decoding by 6 one-row passes, (c) a recorded
-// 4-row pass committed at 2, then one-row passes.
-void run_model(Digests& d, const std::string& label, model::Target& m, const std::vector<std::vector<int32_t>>& prompts) {
-  const int64_t V = m.info().vocab_size;
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto& ids = prompts[p];
-    const std::string tag = label + "/p" + std::to_string(p);
-    {
-      auto st = m.new_state();
-      std::vector<float> lg(ids.size() * V);
-      m.forward(*st, ids, model::PassOptions{.all_logits = true}, lg.data());
-      d.emit(tag + "/all", lg);
-    }
-    std::vector<float> dec;
-    std::vector<int32_t> greedy;
-    {
-      auto st = m.new_state();
-      std::vector<float> lg(V);
-      m.forward(*st, ids, model::PassOptions{}, lg.data());
-      dec.insert(dec.end(), lg.begin(), lg.end());
-      for (int i = 0; i < 6; ++i) {
-        int32_t t = runtime::argmax(lg.data(), V);
-        greedy.push_back(t);
-        m.forward(*st, std::span<const int32_t>(&t, 1), model::PassOptions{}, lg.data());
-        dec.insert(dec.end(), lg.begin(), lg.end());
-      }
-      d.emit(tag + "/decode", dec);
-    }
-    {
-      auto st = m.new_state();
-      std::vector<float> lg(4 * V);
-      m.forward(*st, ids, model::PassOptions{}, lg.data());
-      std::vector<int32_t> rows = {greedy[0], greedy[1], int32_t((greedy[2] + 1) % V), greedy[3]};
-      m.forward(*st, rows, model::PassOptions{.all_logits = true, .record = true}, lg.data());
-      std::vector<float> acc(lg.begin(), lg.end());
-      m.commit_prefix(*st, 2);
-      int32_t t = greedy[2];
-      std::vector<float> one(V);
-      for (int i = 0; i < 3; ++i) {
-        m.forward(*st, std::span<const int32_t>(&t, 1), model::PassOptions{}, one.data());
-        acc.insert(acc.end(), one.begin(), one.end());
-        t = runtime::argmax(one.data(), V);
-      }
-      d.emit(tag + "/verify", acc);
-    }
-  }
-}
-
-// Target rows captured in one pass, appended to a DSpark drafter, one proposal's logits.
-void run_dspark(Digests& d, const std::string& label, const std::string& tdir, const std::string& ddir,
-                std::vector<int32_t> ids) {
-  auto t = model::load_target(tdir);
-  auto ds = model::DSparkModel::load(ddir, *t);
-  const auto& c = ds->config();
-  const int64_t V = t->info().vocab_size, H = t->info().hidden_size;
-  std::vector<float> rows(ids.size() * c.target_layer_ids.size() * H), lg(V);
-  model::HiddenCapture cap{c.target_layer_ids, rows.data()};
-  auto st = t->new_state();
-  t->forward(*st, std::span<const int32_t>(ids.data(), ids.size() - 1), {.capture = &cap}, lg.data());
-  rows.resize((ids.size() - 1) * c.target_layer_ids.size() * H);
-  d.emit(label + "/rows", rows);
-  ds->append_context(rows.data(), int64_t(ids.size() - 1));
-  std::vector<float> base;
-  auto prop = ds->propose(ids.back(), 7, 0.0, &base);
-  d.emit(label + "/base_logits", base);
-  std::vector<float> conf(prop.confidence.begin(), prop.confidence.end());
-  for (int32_t x : prop.tokens) conf.push_back(float(x));
-  d.emit(label + "/proposal", conf);
-}
-
-Digests compute(const std::string& isa) {
-  kernels::set_active_isa(isa);
-  Digests d{isa, {}};
-  const std::vector<std::vector<int32_t>> default_prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {100, 7, 42}};
-  auto fixture = [&](const std::string& label, const std::string& dir, const std::string& expected) {
-    auto m = model::load_target(src(dir));
-    run_model(d, label, *m, prompts_of(src(expected)));
-  };
-  for (std::string f : {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a", "k3_tiny_b"})
-    fixture(f, "tests/fixtures/" + f, "tests/fixtures/" + f + "/expected.safetensors");
-  fixture("default_target", "models/default/target", "tests/fixtures/default_target/expected.safetensors");
-  {
-    auto m = model::load_target(src("models/default/draft"));
-    run_model(d, "default_draft", *m, default_prompts);
-  }
-  for (std::string f : {"qwen3_a", "qwen3_b"})
-    fixture(f, "tests/fixtures/" + f, "tests/fixtures/" + f + "/expected.safetensors");
-  fixture("default_draft_qwen3", "models/default/draft-qwen3", "models/default/draft-qwen3/expected.safetensors");
-  run_dspark(d, "dspark_tiny", src("tests/fixtures/k3_tiny_a"), src("tests/fixtures/dspark_tiny"),
-             {5, 17, 99, 3, 250, 7, 64, 12});
-  run_dspark(d, "dspark_tiny_b", src("tests/fixtures/k3_tiny_b"), src("tests/fixtures/dspark_tiny_b"),
-             {9, 1, 33, 200, 4, 18});
-  run_dspark(d, "dspark_default", src("models/default/target"), src("models/default/dspark"),
-             {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
-  return d;
-}
-
-std::map<std::string, std::map<std::string, std::string>> recorded() {
-  std::ifstream in(src("tests/fixtures/logit_gate/digests.txt"));
-  std::map<std::string, std::map<std::string, std::string>> by_isa;
-  std::string isa, name, hash, n;
-  while (in >> isa >> name >> hash >> n) by_isa[isa][name] = hash + " " + n;
-  return by_isa;
-}
 
 TEST(LogitGate, EveryFixtureAndDefaultModelMatchesTheRecordedDigests) {
   if (const char* path = std::getenv("SLUICE_RECORD_DIGESTS")) {
     // tools/gate/record_digests.sh: write this engine's digests instead of checking them.
     std::ofstream out(path);
     for (const kernels::Isa* isa : kernels::available_isas())
-      for (const auto& [name, value] : compute(isa->name).got) out << isa->name << " " << name << " " << value << "\n";
+      for (const auto& [name, value] : testing::compute(isa->name).got) out << isa->name << " " << name << " " << value << "\n";
     GTEST_SKIP() << "recorded digests to " << path;
   }
-  const auto want = recorded();
+  const auto want = testing::recorded_digests();
   ASSERT_FALSE(want.empty()) << "no recorded digests";
   const std::string before = kernels::active_isa().name;
   int checked = 0;
   for (const kernels::Isa* isa : kernels::available_isas()) {
     ASSERT_TRUE(want.count(isa->name)) << "no digests recorded for ISA " << isa->name;
-    const Digests d = compute(isa->name);
+    const testing::Digests d = testing::compute(isa->name);
     const auto& w = want.at(isa->name);
     EXPECT_EQ(d.got.size(), w.size()) << isa->name;
     for (const auto& [name, value] : w) {

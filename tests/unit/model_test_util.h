@@ -87,8 +87,9 @@ inline model::TinySpec streamed_tiny_spec() {
 }
 
 // Packs the experts of the checkpoint in `model_dir` onto two homes under `dir` and loads it
-// streaming through a cache of `cache_gb`.
-inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb) {
+// streaming through a cache of `cache_gb` on `device`.
+inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb,
+                                                        const std::string& device = "cpu") {
   store::PrepareOptions po;
   po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
   po.measure = false;
@@ -96,6 +97,7 @@ inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, cons
   runtime::EngineOptions eo;
   eo.model_dir = model_dir;
   eo.cache_gb = cache_gb;
+  eo.device = device;
   return runtime::Engine::load(eo);
 }
 

@@ -5,6 +5,7 @@
 // goes through the scratch arena; expert views that still live in host memory are staged there.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -68,8 +69,7 @@ class CudaDevice final : public Device {
   Buf alloc(BufType t, int64_t rows, int64_t cols) override {
     SLUICE_CHECK(rows >= 0 && cols >= 0, "alloc of a [", rows, ", ", cols, "] buffer");
     const size_t bytes = std::max<size_t>(size_t(rows * cols) * 4, 4);
-    void* p = nullptr;
-    SLUICE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    void* p = device_malloc(bytes, "a state buffer");
     SLUICE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
     return Buf{p, rows, cols, cols, t, Place::Device};
   }
@@ -96,7 +96,7 @@ class CudaDevice final : public Device {
       }
       chunks_.clear();
       Chunk c{nullptr, 0, total};
-      SLUICE_CUDA_CHECK(cudaMalloc(&c.mem, total));
+      c.mem = device_malloc(total, "scratch");
       chunks_.push_back(c);
     }
   }
@@ -352,7 +352,7 @@ class CudaDevice final : public Device {
     size_t total = 0;
     for (const Chunk& c : chunks_) total += c.size;
     Chunk c{nullptr, total, std::max({bytes, total, kMinChunk})};
-    SLUICE_CUDA_CHECK(cudaMalloc(&c.mem, c.size));
+    c.mem = device_malloc(c.size, "scratch");
     used_ = c.base + bytes;
     chunks_.push_back(c);
     return c.mem;
@@ -365,10 +365,10 @@ class CudaDevice final : public Device {
     return static_cast<const T*>(d);
   }
   void* copy_in(const void* host, size_t bytes) {
-    void* p = nullptr;
-    SLUICE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 4)));
+    void* p = device_malloc(std::max<size_t>(bytes, 4), "weights");
     SLUICE_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
     kept_.push_back(p);
+    kept_bytes_ += bytes;
     return p;
   }
   // A weight usable by a kernel: one in host memory (an expert the store serves from RAM) is
@@ -381,6 +381,28 @@ class CudaDevice final : public Device {
     if (w.bias) d.bias = put(static_cast<const char*>(w.bias), bias_bytes(w));
     d.place = Place::Device;
     return d;
+  }
+  // Device memory, or a one-line refusal with the numbers: what was asked for, what is free, and
+  // how much of the GPU this device already holds (weights kept, scratch).
+  void* device_malloc(size_t bytes, const char* what) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    size_t scratch = 0;
+    for (const Chunk& c : chunks_) scratch += c.size;
+    constexpr double MiB = 1 << 20;
+    fail(name_, ": out of GPU memory allocating ", what, ": ", fmt_mib(double(bytes) / MiB), " MiB asked, ",
+         fmt_mib(double(free_b) / MiB), " MiB free of ", fmt_mib(double(total_b) / MiB), " MiB (this model holds ",
+         fmt_mib(double(kept_bytes_) / MiB), " MiB of weights and ", fmt_mib(double(scratch) / MiB),
+         " MiB of scratch); the resident part does not fit: stream the experts (sluice prepare) or use --device cpu");
+  }
+  static std::string fmt_mib(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f", v);
+    return b;
   }
   void product(const Weight& w, Mat x, Mat y) {
     if (reference_) cuda::linear_ref(stream_, w, x, y);
@@ -396,6 +418,7 @@ class CudaDevice final : public Device {
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
   std::vector<void*> kept_;
+  size_t kept_bytes_ = 0;
   std::vector<cudaEvent_t> events_;
   std::vector<Mat> mats_;
   std::vector<float> host_table_;
@@ -417,9 +440,15 @@ std::vector<std::string> cuda_device_descriptions() {
   for (int i = 0; i < cuda_device_count(); ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "cuda:%d %s (sm_%d%d, %.1f GiB)", i, p.name, p.major, p.minor,
-                  double(p.totalGlobalMem) / double(1ull << 30));
+    size_t free_b = 0, total_b = p.totalGlobalMem;
+    int prev = 0;
+    cudaGetDevice(&prev);
+    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    cudaSetDevice(prev);
+    char line[320];
+    std::snprintf(line, sizeof line, "cuda:%-9d %s, compute capability %d.%d (sm_%d%d), %d SMs, %.1f GiB, %.1f GiB free",
+                  i, p.name, p.major, p.minor, p.major, p.minor, p.multiProcessorCount,
+                  double(total_b) / double(1ull << 30), double(free_b) / double(1ull << 30));
     out.push_back(line);
   }
   return out;

@@ -177,7 +177,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
 
   m->bank_ = kimi_expert_bank(c);
   if (opt.resident_experts && c.num_experts > 0) {
-    m->resident_ = std::make_unique<store::ResidentExperts>(m->bank_, m->tensors_);
+    m->resident_ = std::make_unique<store::ResidentExperts>(m->bank_, m->tensors_, m->dev_);
     m->experts_ = m->resident_.get();
   }
   m->info_ = TargetInfo{.model_type = c.arch == format::KimiArch::KimiK3 ? "kimi_k3" : "kimi_linear",
