@@ -1,6 +1,7 @@
 // Buf views, the device registry (open_device) and the process-wide CPU device.
 #include "kernels/device.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -61,6 +62,23 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::reset() {
   if (dev_ && !buf_.empty()) dev_->free(buf_);
   buf_ = {};
+}
+
+void rope_table_row(const RopeSpec& spec, int64_t position, float* row) {
+  const size_t half = spec.inv_freq.size();
+  float* cs = row;
+  float* sn = row + half;
+  for (size_t i = 0; i < half; ++i) {
+    if (spec.f64_angles) {
+      const double angle = double(position) * spec.inv_freq[i];
+      cs[i] = float(std::cos(angle)) * spec.magnitude;
+      sn[i] = float(std::sin(angle)) * spec.magnitude;
+    } else {
+      const float angle = float(position) * float(spec.inv_freq[i]);
+      cs[i] = std::cos(angle) * spec.magnitude;
+      sn[i] = std::sin(angle) * spec.magnitude;
+    }
+  }
 }
 
 std::unique_ptr<Device> open_device(std::string_view spec) {

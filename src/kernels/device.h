@@ -270,6 +270,11 @@ class ScratchScope {
   size_t mark_;
 };
 
+// One row of a RoPE table on the host, [cos(d/2) | sin(d/2)] at `position`: the one definition of
+// the angles every device's rope_table() uses (positions are host data), so the bits are the same
+// on every device.
+void rope_table_row(const RopeSpec& spec, int64_t position, float* row);
+
 // Opens a device by name: "cpu" (best ISA, or SLUICE_ISA's), "cpu:scalar|avx2|avx512", "cuda[:N]".
 // Throws sluice::Error naming what is unavailable.
 std::unique_ptr<Device> open_device(std::string_view spec);

@@ -126,21 +126,7 @@ void CpuDevice::gqa_attention(const GqaOp& op, const Buf& qb, const Buf& kb, con
 void CpuDevice::rope_table(const RopeSpec& spec, int64_t first, Buf table) {
   const int64_t half = int64_t(spec.inv_freq.size());
   SLUICE_CHECK(table.cols == 2 * half, "rope_table: ", table.cols, " columns for ", half, " frequencies");
-  for (int64_t t = 0; t < table.rows; ++t) {
-    float* cs = row_ptr(table, t);
-    float* sn = cs + half;
-    for (int64_t i = 0; i < half; ++i) {
-      if (spec.f64_angles) {
-        const double angle = double(first + t) * spec.inv_freq[size_t(i)];
-        cs[i] = float(std::cos(angle)) * spec.magnitude;
-        sn[i] = float(std::sin(angle)) * spec.magnitude;
-      } else {
-        const float angle = float(first + t) * float(spec.inv_freq[size_t(i)]);
-        cs[i] = std::cos(angle) * spec.magnitude;
-        sn[i] = std::sin(angle) * spec.magnitude;
-      }
-    }
-  }
+  for (int64_t t = 0; t < table.rows; ++t) rope_table_row(spec, first + t, row_ptr(table, t));
 }
 
 void CpuDevice::rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, int64_t head_stride, int64_t offset,

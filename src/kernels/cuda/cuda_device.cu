@@ -266,26 +266,12 @@ class CudaDevice final : public Device {
     cuda::gqa_attention(stream_, op, mat(q), mat(k), mat(v), visible0, mat(out), s);
   }
   void rope_table(const RopeSpec& spec, int64_t first, Buf table) override {
-    // The table is computed on the host with the CPU's own code (positions are host data), so the
-    // angles are the CPU's bits on every device.
+    // The table is computed on the host by rope_table_row (positions are host data), so the
+    // angles are the CPU's bits.
     const int64_t half = int64_t(spec.inv_freq.size());
     SLUICE_CHECK(table.cols == 2 * half, "rope_table: ", table.cols, " columns for ", half, " frequencies");
     host_table_.resize(size_t(table.rows * table.cols));
-    for (int64_t t = 0; t < table.rows; ++t) {
-      float* cs = host_table_.data() + t * table.cols;
-      float* sn = cs + half;
-      for (int64_t i = 0; i < half; ++i) {
-        if (spec.f64_angles) {
-          const double angle = double(first + t) * spec.inv_freq[size_t(i)];
-          cs[i] = float(std::cos(angle)) * spec.magnitude;
-          sn[i] = float(std::sin(angle)) * spec.magnitude;
-        } else {
-          const float angle = float(first + t) * float(spec.inv_freq[size_t(i)]);
-          cs[i] = std::cos(angle) * spec.magnitude;
-          sn[i] = std::sin(angle) * spec.magnitude;
-        }
-      }
-    }
+    for (int64_t t = 0; t < table.rows; ++t) rope_table_row(spec, first + t, host_table_.data() + t * table.cols);
     upload(table, host_table_.data());
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // host_table_ is reused by the next call
   }
