@@ -25,17 +25,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/device.h"
+#include "test_seed.h"
 
 namespace sluice::kernels {
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("SLUICE_TEST_SEED")) return uint64_t(std::stoull(env));
-    return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-  }();
-  return seed;
-}
+using testing::test_seed;
 
 uint32_t bits(float f) {
   uint32_t b;

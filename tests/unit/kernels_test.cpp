@@ -15,19 +15,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
+#include "test_seed.h"
 
 namespace sluice::kernels {
 namespace {
 
-// Fresh inputs on every run; the seed is printed with any failure so a failing case can be
-// replayed with SLUICE_TEST_SEED=<seed>.
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("SLUICE_TEST_SEED")) return uint64_t(std::stoull(env));
-    return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-  }();
-  return seed;
-}
+using testing::test_seed;
 
 // Random weights of one type in the layout the kernels read, with owned storage.
 struct TestWeight {
