@@ -13,6 +13,9 @@
 #   scripts/gpu-check.sh bench          on the GPU machine: gpu_bench (products vs the D2D copy
 #                                       floor) and a K3-width two-layer model decoding on cuda and
 #                                       on the CPU of the same machine
+#   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
+#                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
+#                                       GPU's idle time between ops), after a 1- and a 256-token prompt
 # Each step prints a line "gpu-check: STEP ok|FAILED ..." and the last lines are a summary table.
 # The binaries carry SLUICE_SOURCE_DIR of the build machine (/work/main for ours): the script
 # links that path to this checkout when it is missing.
@@ -95,6 +98,13 @@ sanitize() {  # sanitize TOOL: one model test under compute-sanitizer
     bash -c "$(declare -f run_carried); carry='$carry'; run_carried unit_tests --gtest_filter='GpuModel.CudaRowsAre*'"
 }
 
+k3_width_model() {  # the K3-width two-layer checkpoint in $work, written once per machine
+  if [ ! -f "$work/config.json" ]; then
+    # shellcheck disable=SC2046
+    step "make-tiny K3-width 2-layer model" run_carried sluice make-tiny --out "$work" $(python3 "$root/bench/k3_width.py" args)
+  fi
+}
+
 case "$mode" in
   pack) pack "${2:-build/release}" ;;
   tests)
@@ -110,32 +120,25 @@ case "$mode" in
     setup_paths
     step "gpu_bench (products vs the copy floor)" run_carried gpu_bench
     work=${WORK:-/tmp/k3-width}
-    if [ ! -f "$work/config.json" ]; then
-      step "make-tiny K3-width 2-layer model" run_carried sluice make-tiny --arch kimi_k3 --out "$work" --seed 3 \
-        --vocab 1024 --hidden 7168 --layers 2 --mla-layers 2 --dense-layers 0 --kda-heads 96 --kda-head-dim 128 \
-        --heads 96 --q-lora 1536 --kv-lora 512 --nope 128 --rope 64 --v-dim 128 --experts 32 --top-k 16 --shared 2 \
-        --moe-inter 3072 --latent 3584 --block 12 --shards 4
-    fi
+    k3_width_model
     prompt=$(seq -s, 11 266)
     for dev in cuda:0 cpu; do
       n=$([ "$dev" = cpu ] && echo 6 || echo 64)
       step "K3-width decode on $dev" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
         --model '$work' --prompt-ids '$prompt' --max-new $n --experts resident --device $dev --json >'$work/run-$dev.json'"
-      python3 - "$work/run-$dev.json" "$dev" <<'PY' || true
-import json, sys
-r = json.load(open(sys.argv[1]))
-n = len(r["generated_ids"])
-tps = (n - 1) / (r["decode_ms"] / 1e3) if n > 1 and r["decode_ms"] > 0 else 0
-H, P, E, k, I, R = 7168, 96 * 128, 32, 16, 3072, 3584
-kda = (4 * P * H + P * H + 128 * H + P * 128 + 96 * H) * 2
-mla = (1536 * H + 96 * 192 * 1536 + 576 * H + 96 * 256 * 512 + 96 * 128 * H + H * 96 * 128) * 2
-moe = (E * H + R * H + H * R + 3 * 2 * I * H) * 2
-expert = (2 * I * R // 2 + 2 * I * R // 32) + (R * I // 2 + R * I // 32)
-per_token = kda + mla + 2 * moe + 2 * k * expert + 1024 * H * 2
-print(f"gpu-check: K3-width {sys.argv[2]}: prefill {len(r['prompt_ids'])} tokens in {r['prefill_ms']:.0f} ms "
-      f"({len(r['prompt_ids']) / max(r['prefill_ms'], 1e-9) * 1e3:.0f} tok/s), decode {tps:.2f} tok/s, "
-      f"{per_token / 1e9:.3f} GB of weights per token -> {per_token * tps / 1e9:.1f} GB/s")
-PY
+      python3 "$root/bench/k3_width.py" report "$work/run-$dev.json" "gpu-check: K3-width $dev" || true
+    done
+    print_summary
+    ;;
+  profile)
+    setup_paths
+    work=${WORK:-/tmp/k3-width}
+    k3_width_model
+    for prompt in 11 "$(seq -s, 11 266)"; do
+      step "K3-width on cuda:0 with SLUICE_CUDA_PROFILE=1, $(echo "$prompt" | tr ',' '\n' | wc -l)-token prompt" \
+        bash -c "$(declare -f run_carried); carry='$carry'; SLUICE_CUDA_PROFILE=1 run_carried sluice run --model '$work' \
+          --prompt-ids '$prompt' --max-new 64 --experts resident --device cuda:0 --json >'$work/run-profile.json'"
+      python3 "$root/bench/k3_width.py" report "$work/run-profile.json" "gpu-check: K3-width cuda:0 (profiled)" || true
     done
     print_summary
     ;;

@@ -163,6 +163,12 @@ class Device {
   virtual Buf scratch(BufType t, int64_t rows, int64_t cols) = 0;
   virtual size_t scratch_mark() const = 0;
   virtual void scratch_reset(size_t mark) = 0;
+  // A device with memory of its own reports how much of it is free now and its total; the CPU
+  // device, which works in host memory, reports zeros.
+  struct MemoryInfo {
+    size_t free = 0, total = 0;
+  };
+  virtual MemoryInfo memory() const { return {}; }
 
   // Weights. keep() makes a host weight or parameter usable by this device: the CPU returns a view
   // of the host bytes (which must outlive the device's use), a GPU copies them into its memory.
@@ -232,6 +238,10 @@ class Device {
   // Routed experts: expert i runs over the rows z[m / top_k] of its members[i] (host lists of
   // row·top_k + slot) and writes yexp[m] for each. Each expert writes only its own members' rows,
   // so which experts share a call never changes a bit.
+  // groups_experts(): whether the device wants every expert of a provider group in one call (a GPU:
+  // one grouped launch instead of several per expert) rather than each as soon as it is ready (the
+  // CPU: computing an expert while the next one is still being read).
+  virtual bool groups_experts() const { return false; }
   virtual void experts(const ExpertsOp& op, std::span<const ExpertView> views,
                        std::span<const std::span<const int64_t>> members, const Buf& z, Buf yexp) = 0;
   // out[t] = Σ_i weights[t, i]·yexp[t·k + i] in route order (i = 0..k-1).

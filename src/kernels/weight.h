@@ -9,6 +9,7 @@
 // therefore equal token-by-token passes bit for bit, which is what makes drafting on and off give
 // identical greedy tokens and a verify pass commit exactly the state of the shorter run.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -42,6 +43,32 @@ struct Weight {
 
   bool empty() const { return data == nullptr; }
 };
+
+// The bytes a weight's parts occupy: its values, its block scales and its bias.
+inline size_t weight_data_bytes(const Weight& w) {
+  const size_t n = size_t(w.rows) * size_t(w.cols);
+  switch (w.type) {
+    case WeightType::F32: return n * 4;
+    case WeightType::BF16: return n * 2;
+    case WeightType::MXFP4: return n / 2;
+    case WeightType::FP8_E4M3: return n;
+  }
+  return 0;
+}
+inline size_t weight_scale_bytes(const Weight& w) {
+  switch (w.type) {
+    case WeightType::MXFP4: return size_t(w.rows) * size_t(w.cols) / 32;
+    case WeightType::FP8_E4M3:
+      return size_t((w.rows + kFp8Block - 1) / kFp8Block) * size_t((w.cols + kFp8Block - 1) / kFp8Block) * 4;
+    default: return 0;
+  }
+}
+inline size_t weight_bias_bytes(const Weight& w) {
+  return w.bias ? size_t(w.rows) * (w.bias_type == DType::BF16 ? 2 : 4) : 0;
+}
+inline size_t weight_bytes(const Weight& w) {
+  return w.empty() ? 0 : weight_data_bytes(w) + (w.scales ? weight_scale_bytes(w) : 0) + weight_bias_bytes(w);
+}
 
 // Orders work across a device's queues. On the CPU every fence has passed when it is made; on a GPU
 // it wraps an event. A default Fence has always passed.

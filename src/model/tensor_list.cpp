@@ -93,6 +93,15 @@ void TensorList::keep(kernels::Device& d) const {
   }
 }
 
+size_t TensorList::bytes() const {
+  size_t n = 0;
+  for (const TensorSpec& s : specs_) {
+    if (s.matrix) n += kernels::weight_bytes(*s.matrix);
+    if (s.param) n += s.param->host.size() * sizeof(float);
+  }
+  return n;
+}
+
 std::vector<TensorSpec> TensorList::expanded(const store::ExpertBank& bank) const {
   std::vector<TensorSpec> out;
   for (const TensorSpec& s : specs_) {

@@ -53,6 +53,9 @@ class TensorList {
   void bind(const format::TensorSet& ts) const;
   // Makes every bound matrix and parameter usable by the device.
   void keep(kernels::Device& d) const;
+  // The bytes of every bound matrix (values, scales, bias) and parameter: what keep() copies to a
+  // device with its own memory.
+  size_t bytes() const;
   // The list with the expert placeholders replaced by the bank's tensors (per-expert tensors in
   // expert order, or one fused tensor per segment): exactly what a checkpoint holds, in order.
   std::vector<TensorSpec> expanded(const store::ExpertBank& bank) const;

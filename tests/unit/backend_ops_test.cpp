@@ -805,13 +805,16 @@ TEST(BackendOps, RouterEveryScoring) {
 
 TEST(BackendOps, ExpertsAndCombine) {
   Rand r(test_seed() + 8);
-  for (WeightType type : {WeightType::BF16, WeightType::MXFP4}) {
+  // Each format with the activation (and biases) of an architecture that ships it: K3's SiTU on
+  // BF16 and F32, gpt-oss's clamped SwiGLU with BF16 biases on MXFP4, DeepSeek's SiLU on FP8.
+  for (WeightType type : {WeightType::BF16, WeightType::MXFP4, WeightType::FP8_E4M3, WeightType::F32}) {
     const int64_t T = 5, k = 4, R = 64, I = 96, n_exp = 5;
+    const bool bias = type == WeightType::MXFP4;
     std::vector<HostWeight> gate, up, down;
     for (int64_t e = 0; e < n_exp; ++e) {
-      gate.push_back(random_weight(type, I, R, r));
-      up.push_back(random_weight(type, I, R, r));
-      down.push_back(random_weight(type, R, I, r));
+      gate.push_back(random_weight(type, I, R, r, bias));
+      up.push_back(random_weight(type, I, R, r, bias));
+      down.push_back(random_weight(type, R, I, r, bias));
     }
     // Members: every (row, slot) to one expert; expert 3 gets none.
     std::vector<std::vector<int64_t>> members(static_cast<size_t>(n_exp));
@@ -822,7 +825,9 @@ TEST(BackendOps, ExpertsAndCombine) {
     }
     const std::vector<float> z = r.normals(T * R), weights = r.normals(T * k, 0.3f);
     const std::string what = std::string("experts+combine/") + weight_type_name(type);
-    const Activation act{.kind = ActKind::SiTU, .beta_gate = 4.0f, .beta_up = 25.0f};
+    const Activation act = type == WeightType::MXFP4      ? Activation{.kind = ActKind::ClampedSwiGLU}
+                           : type == WeightType::FP8_E4M3 ? Activation{.kind = ActKind::SiLU}
+                                                          : Activation{.kind = ActKind::SiTU, .beta_gate = 4.0f, .beta_up = 25.0f};
     auto run = [&](Device& d) {
       std::vector<ExpertView> views;
       for (int64_t e = 0; e < n_exp; ++e) views.push_back({d.keep(gate[size_t(e)].w), d.keep(up[size_t(e)].w), d.keep(down[size_t(e)].w), {}});
@@ -844,6 +849,20 @@ TEST(BackendOps, ExpertsAndCombine) {
         d.experts({.act = act, .top_k = k}, std::span(views).subspan(size_t(e), 1), std::span(spans).subspan(size_t(e), 1),
                   zi.buf(), again.view);
       expect_identical(ye, check(d, again, what), what + " experts one by one in reverse on " + d.name());
+      // Row 0's slots alone (one member per expert: the decode shape): the same bits as in the
+      // five-row call.
+      std::vector<std::vector<int64_t>> row0(members.size());
+      std::vector<std::span<const int64_t>> row0_spans;
+      for (size_t e = 0; e < members.size(); ++e) {
+        for (int64_t m : members[e])
+          if (m < k) row0[e].push_back(m);
+        row0_spans.push_back(row0[e]);
+      }
+      In z0 = upload(d, std::vector<float>(z.begin(), z.begin() + R), 1, R);
+      Out one = make_out(d, BufType::F32, k, R);
+      d.experts({.act = act, .top_k = k}, views, row0_spans, z0.buf(), one.view);
+      expect_identical(std::vector<float>(ye.begin(), ye.begin() + k * R), check(d, one, what + " row 0"),
+                       what + " row 0 alone vs in the five-row call on " + d.name());
       all.insert(all.end(), ye.begin(), ye.end());
       return all;
     };

@@ -20,6 +20,7 @@
 #include "golden_util.h"
 #include "kernels/device.h"
 #include "logit_digests.h"
+#include "model/device_plan.h"
 #include "model/registry.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
@@ -190,6 +191,29 @@ TEST(GpuModel, DraftingAndStreamingChangeNothingOnCuda) {
   runtime::EngineOptions rd = r;
   rd.draft = "ngram";
   EXPECT_EQ(engine_greedy(rd, prompt, 24), resident) << "drafting changes the tiny K3's greedy tokens on cuda";
+}
+
+// The memory plan runs before any weight is copied; its decision and message are host logic,
+// checked here on every machine, and a real GPU must report memory for it to work with.
+TEST(DevicePlan, RefusesWhatDoesNotFitWithTheNumbersAndWhatToDo) {
+  constexpr size_t GiB = size_t(1) << 30;
+  const kernels::Device::MemoryInfo gpu80{.free = 80 * GiB, .total = 96 * GiB};
+  EXPECT_EQ(model::device_plan_refusal("cuda:0", gpu80, {.spine_bytes = 40 * GiB, .expert_bytes = 30 * GiB}), "");
+  EXPECT_EQ(model::device_plan_refusal("cpu", {}, {.spine_bytes = 4000 * GiB}), "") << "the CPU has no plan to check";
+  const std::string experts = model::device_plan_refusal("cuda:0", gpu80, {.spine_bytes = 40 * GiB, .expert_bytes = 60 * GiB});
+  EXPECT_NE(experts.find("needs 101.00 GiB (spine 40.00 GiB, resident experts 60.00 GiB, working memory 1.00 GiB)"),
+            std::string::npos) << experts;
+  EXPECT_NE(experts.find("80.00 GiB of 96.00 GiB is free"), std::string::npos) << experts;
+  EXPECT_NE(experts.find("--experts stream"), std::string::npos) << experts;
+  const std::string spine = model::device_plan_refusal("cuda:0", gpu80, {.spine_bytes = 79 * GiB + GiB / 2});
+  EXPECT_NE(spine.find("spine alone does not fit"), std::string::npos) << spine;
+  EXPECT_EQ(spine.find("resident experts"), std::string::npos) << spine;
+  if (have_gpu()) {
+    const kernels::Device::MemoryInfo m = gpu("cuda:0").memory();
+    EXPECT_GT(m.total, 0u);
+    EXPECT_GT(m.free, 0u);
+    EXPECT_LE(m.free, m.total);
+  }
 }
 
 }  // namespace

@@ -2,8 +2,13 @@
 // transfers and fences on one compute stream, and the ops, which launch the reference kernels
 // (ops_ref.cu) or, for weight products in the `cuda` ISA, the fast ones (gemv_fast.cu). Host data
 // an op needs on the device (token ids, expert member lists, AttnRes source tables, RoPE tables)
-// goes through the scratch arena; expert views that still live in host memory are staged there.
+// goes through the scratch arena, copied there from a pinned staging ring so the host never waits
+// for the stream to queue it; expert views that still live in host memory are staged in scratch.
+// In the `cuda` ISA the routed experts of a layer run as one grouped launch per step.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,25 +27,6 @@ using cuda::mat;
 constexpr size_t kAlign = 256;
 constexpr size_t kMinChunk = size_t(16) << 20;
 
-size_t weight_bytes(const Weight& w) {
-  switch (w.type) {
-    case WeightType::F32: return size_t(w.rows * w.cols) * 4;
-    case WeightType::BF16: return size_t(w.rows * w.cols) * 2;
-    case WeightType::MXFP4: return size_t(w.rows * w.cols) / 2;
-    case WeightType::FP8_E4M3: return size_t(w.rows * w.cols);
-  }
-  return 0;
-}
-size_t scale_bytes(const Weight& w) {
-  switch (w.type) {
-    case WeightType::MXFP4: return size_t(w.rows * w.cols) / 32;
-    case WeightType::FP8_E4M3:
-      return size_t(((w.rows + kFp8Block - 1) / kFp8Block) * ((w.cols + kFp8Block - 1) / kFp8Block)) * 4;
-    default: return 0;
-  }
-}
-size_t bias_bytes(const Weight& w) { return w.bias ? size_t(w.rows) * (w.bias_type == DType::BF16 ? 2 : 4) : 0; }
-
 class CudaDevice final : public Device {
  public:
   CudaDevice(int index, bool reference) : index_(index), reference_(reference) {
@@ -54,12 +40,19 @@ class CudaDevice final : public Device {
     SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     name_ = cat(reference ? "cuda-ref:" : "cuda:", index, "/sm_", prop.major, prop.minor, " ", prop.name);
     SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SLUICE_CUDA_CHECK(cudaHostAlloc(&ring_, kRingBytes, cudaHostAllocDefault));
+    for (cudaEvent_t& e : ring_done_) SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const char* prof = std::getenv("SLUICE_CUDA_PROFILE");
+    profile_ = prof && *prof && std::string(prof) != "0";
   }
   ~CudaDevice() override {
     cudaSetDevice(index_);
     cudaStreamSynchronize(stream_);
+    print_profile();
     for (void* p : kept_) cudaFree(p);
     for (Chunk& c : chunks_) cudaFree(c.mem);
+    for (cudaEvent_t e : ring_done_) cudaEventDestroy(e);
+    cudaFreeHost(ring_);
     cudaStreamDestroy(stream_);
   }
 
@@ -101,12 +94,18 @@ class CudaDevice final : public Device {
     }
   }
 
+  MemoryInfo memory() const override {
+    size_t free_b = 0, total_b = 0;
+    SLUICE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return {free_b, total_b};
+  }
+
   Weight keep(const Weight& host) override {
     if (host.place == Place::Device || host.empty()) return host;
     Weight w = host;
-    w.data = copy_in(host.data, weight_bytes(host));
-    if (host.scales) w.scales = copy_in(host.scales, scale_bytes(host));
-    if (host.bias) w.bias = copy_in(host.bias, bias_bytes(host));
+    w.data = copy_in(host.data, weight_data_bytes(host));
+    if (host.scales) w.scales = copy_in(host.scales, weight_scale_bytes(host));
+    if (host.bias) w.bias = copy_in(host.bias, weight_bias_bytes(host));
     w.place = Place::Device;
     return w;
   }
@@ -116,23 +115,31 @@ class CudaDevice final : public Device {
   }
 
   void upload(Buf dst, const void* host) override {
+    Prof prof(*this, "upload");
     if (dst.size() == 0) return;
-    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(dst.p, size_t(dst.ld) * 4, host, size_t(dst.cols) * 4, size_t(dst.cols) * 4,
-                                        size_t(dst.rows), cudaMemcpyHostToDevice, stream_));
+    const size_t bytes = size_t(dst.size()) * 4;
+    const void* src = stage(host, bytes);
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(dst.p, size_t(dst.ld) * 4, src ? src : host, size_t(dst.cols) * 4,
+                                        size_t(dst.cols) * 4, size_t(dst.rows), cudaMemcpyHostToDevice, stream_));
   }
   void download(const Buf& src, void* host) override {
+    Prof prof(*this, "download");
     if (src.size() == 0) return;
     SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(host, size_t(src.cols) * 4, src.p, size_t(src.ld) * 4, size_t(src.cols) * 4,
                                         size_t(src.rows), cudaMemcpyDeviceToHost, stream_));
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(Buf dst, const Buf& src) override {
+    Prof prof(*this, "copy");
     SLUICE_CHECK(dst.rows == src.rows && dst.cols == src.cols, "copy: shapes differ");
     if (src.size() == 0) return;
     SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(dst.p, size_t(dst.ld) * 4, src.p, size_t(src.ld) * 4, size_t(src.cols) * 4,
                                         size_t(src.rows), cudaMemcpyDeviceToDevice, stream_));
   }
-  void fill(Buf dst, float value) override { cuda::fill(stream_, mat(dst), value); }
+  void fill(Buf dst, float value) override {
+    Prof prof(*this, "fill");
+    cuda::fill(stream_, mat(dst), value);
+  }
 
   Fence fence() override {
     cudaEvent_t e;
@@ -152,6 +159,7 @@ class CudaDevice final : public Device {
   void finish() override { SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   void linear(const Buf& x, std::span<const LinearOut> outs) override {
+    Prof prof(*this, "linear");
     for (const LinearOut& o : outs) {
       const Weight& w = *o.w;
       SLUICE_CHECK(x.cols == w.cols && o.y.rows == x.rows && o.y.cols == w.rows, "linear: x [", x.rows, ", ", x.cols,
@@ -162,6 +170,7 @@ class CudaDevice final : public Device {
     }
   }
   void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override {
+    Prof prof(*this, "embed");
     SLUICE_CHECK(out.rows == int64_t(ids.size()) && out.cols == table.cols, "embed: output shape");
     for (int32_t id : ids) SLUICE_CHECK(id >= 0 && id < table.rows, "embed: token id ", id, " outside 0..", table.rows - 1);
     ScratchScope scope(*this);
@@ -169,19 +178,34 @@ class CudaDevice final : public Device {
     cuda::embed(stream_, on_device(table), d_ids, mat(out));
   }
   void rmsnorm(const Buf& x, const Vec& w, float eps, Buf y, int64_t group) override {
+    Prof prof(*this, "rmsnorm");
     const int64_t gs = group > 0 ? group : x.cols;
     SLUICE_CHECK(x.rows == y.rows && x.cols == y.cols && x.cols % gs == 0 && (w.empty() || w.n == gs), "rmsnorm: shapes");
     cuda::rmsnorm(stream_, mat(x), w.p, eps, mat(y), gs);
   }
-  void add(Buf y, const Buf& x) override { cuda::add(stream_, mat(y), mat(x)); }
-  void sum(Buf out, const Buf& a, const Buf& b) override { cuda::sum(stream_, mat(out), mat(a), mat(b)); }
-  void mul_sigmoid(Buf y, const Buf& g) override { cuda::mul_sigmoid(stream_, mat(y), mat(g)); }
-  void gated_act(const Activation& a, Buf g, const Buf& u) override { cuda::gated_act(stream_, a, mat(g), mat(u)); }
+  void add(Buf y, const Buf& x) override {
+    Prof prof(*this, "add");
+    cuda::add(stream_, mat(y), mat(x));
+  }
+  void sum(Buf out, const Buf& a, const Buf& b) override {
+    Prof prof(*this, "sum");
+    cuda::sum(stream_, mat(out), mat(a), mat(b));
+  }
+  void mul_sigmoid(Buf y, const Buf& g) override {
+    Prof prof(*this, "mul_sigmoid");
+    cuda::mul_sigmoid(stream_, mat(y), mat(g));
+  }
+  void gated_act(const Activation& a, Buf g, const Buf& u) override {
+    Prof prof(*this, "gated_act");
+    cuda::gated_act(stream_, a, mat(g), mat(u));
+  }
   void row_dot(const Buf& x, const Vec& w, Buf out) override {
+    Prof prof(*this, "row_dot");
     SLUICE_CHECK(w.n == x.cols && out.rows == x.rows && out.cols == 1, "row_dot: shapes");
     cuda::row_dot(stream_, mat(x), w.p, mat(out));
   }
   void attn_res(std::span<const Buf> sources, const Vec& norm, const Vec& proj, float eps, Buf out) override {
+    Prof prof(*this, "attn_res");
     SLUICE_CHECK(norm.n == out.cols && proj.n == out.cols, "attn_res: parameter widths");
     ScratchScope scope(*this);
     std::vector<Mat>& mats = mats_;
@@ -194,6 +218,7 @@ class CudaDevice final : public Device {
 
   void kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, KdaState& to, const KdaRecord* rec,
            Buf out) override {
+    Prof prof(*this, "kda");
     const int64_t T = in.q.rows, P = op.dim(), dk = op.head_dim;
     for (const Buf* b : {&in.q, &in.k, &in.v, &in.f, &in.gate, static_cast<const Buf*>(&out)})
       SLUICE_CHECK(b->rows == T && b->cols == P && b->contiguous(), "kda: a [", T, ", ", P, "] input or output is not");
@@ -234,6 +259,7 @@ class CudaDevice final : public Device {
     cuda::kda(stream_, op, T, b);
   }
   void kda_replay(const KdaOp& op, KdaState& st, const KdaRecord& rec, int64_t n) override {
+    Prof prof(*this, "kda_replay");
     SLUICE_CHECK(n >= 0 && n <= rec.raw.rows, "kda_replay of ", n, " rows from a record of ", rec.raw.rows);
     cuda::KdaReplayBufs b{ptr(st.conv), ptr(st.S), ptr(rec.raw), ptr(rec.k), ptr(rec.v), ptr(rec.g), ptr(rec.beta),
                           rec.raw.ld, rec.k.ld, rec.beta.ld};
@@ -241,12 +267,14 @@ class CudaDevice final : public Device {
   }
 
   void mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf latent, Buf k_pe, int64_t first) override {
+    Prof prof(*this, "mla_cache_write");
     SLUICE_CHECK(kv.cols == latent.cols + k_pe.cols && norm.n == latent.cols && first + kv.rows <= latent.rows,
                  "mla_cache_write: shapes");
     cuda::mla_cache_write(stream_, mat(kv), norm.p, eps, mat(latent), mat(k_pe), first);
   }
   void mla_attention(const MlaOp& op, const Buf& q, const Buf& latent, const Buf& k_pe, int64_t visible0,
                      Buf out) override {
+    Prof prof(*this, "mla_attention");
     const int64_t n_max = visible0 + (op.causal ? q.rows - 1 : 0);
     SLUICE_CHECK(q.cols == op.heads * (op.nope + op.rope) && out.cols == op.heads * op.v_dim && n_max <= latent.rows,
                  "mla_attention: shapes");
@@ -258,6 +286,7 @@ class CudaDevice final : public Device {
     cuda::mla_attention(stream_, dop, mat(q), mat(latent), mat(k_pe), visible0, mat(out), s);
   }
   void gqa_attention(const GqaOp& op, const Buf& q, const Buf& k, const Buf& v, int64_t visible0, Buf out) override {
+    Prof prof(*this, "gqa_attention");
     SLUICE_CHECK(op.kv_heads > 0 && op.heads % op.kv_heads == 0 && q.cols == op.heads * op.head_dim &&
                      visible0 + q.rows - 1 <= k.rows,
                  "gqa_attention: shapes");
@@ -266,23 +295,25 @@ class CudaDevice final : public Device {
     cuda::gqa_attention(stream_, op, mat(q), mat(k), mat(v), visible0, mat(out), s);
   }
   void rope_table(const RopeSpec& spec, int64_t first, Buf table) override {
+    Prof prof(*this, "rope_table");
     // The table is computed on the host by rope_table_row (positions are host data), so the
     // angles are the CPU's bits.
     const int64_t half = int64_t(spec.inv_freq.size());
     SLUICE_CHECK(table.cols == 2 * half, "rope_table: ", table.cols, " columns for ", half, " frequencies");
     host_table_.resize(size_t(table.rows * table.cols));
     for (int64_t t = 0; t < table.rows; ++t) rope_table_row(spec, first + t, host_table_.data() + t * table.cols);
-    upload(table, host_table_.data());
-    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // host_table_ is reused by the next call
+    upload(table, host_table_.data());  // staged: host_table_ may be refilled at once
   }
   void rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, int64_t head_stride, int64_t offset,
             int64_t dim) override {
+    Prof prof(*this, "rope");
     SLUICE_CHECK(table.rows == x.rows && table.cols == dim && (heads - 1) * head_stride + offset + dim <= x.cols,
                  "rope: shapes");
     cuda::rope(stream_, mat(table), pairs, mat(x), heads, head_stride, offset, dim);
   }
 
   void route(const RouterOp& op, const Buf& logits, Buf ids, Buf weights) override {
+    Prof prof(*this, "route");
     SLUICE_CHECK(logits.cols == op.experts && ids.cols == op.top_k && weights.cols == op.top_k && op.top_k <= op.experts &&
                      op.groups >= 1 && op.experts % op.groups == 0,
                  "route: shapes");
@@ -290,9 +321,12 @@ class CudaDevice final : public Device {
     float* s = static_cast<float*>(take(size_t(logits.rows * (2 * op.experts + op.groups)) * 4));
     cuda::route(stream_, op, mat(logits), mat(ids), mat(weights), s);
   }
+  bool groups_experts() const override { return true; }
   void experts(const ExpertsOp& op, std::span<const ExpertView> views, std::span<const std::span<const int64_t>> members,
                const Buf& z, Buf yexp) override {
+    Prof prof(*this, "experts");
     SLUICE_CHECK(views.size() == members.size(), "experts: ", views.size(), " views for ", members.size(), " member lists");
+    if (!reference_ && experts_grouped(op, views, members, z, yexp)) return;
     const int64_t R = z.cols;
     for (size_t e = 0; e < views.size(); ++e) {
       const int64_t n = int64_t(members[e].size());
@@ -316,11 +350,148 @@ class CudaDevice final : public Device {
     }
   }
   void combine(const Buf& yexp, const Buf& weights, Buf out) override {
+    Prof prof(*this, "combine");
     SLUICE_CHECK(yexp.rows == out.rows * weights.cols && yexp.cols == out.cols, "combine: shapes");
     cuda::combine(stream_, mat(yexp), mat(weights), mat(out));
   }
 
  private:
+  // SLUICE_CUDA_PROFILE=1: each op (the outermost, when one calls another) is bracketed by two
+  // timing events and its host time is measured; the destructor prints, per op, the calls, the GPU
+  // time and the host time, and the GPU's idle time between ops (the host was late to queue work).
+  struct ProfRecord {
+    const char* op;
+    cudaEvent_t a, b;
+    double host_s;
+  };
+  struct Prof {
+    CudaDevice& d;
+    const char* op;
+    cudaEvent_t a = nullptr;
+    std::chrono::steady_clock::time_point t0;
+    Prof(CudaDevice& dev, const char* name) : d(dev), op(name) {
+      if (!d.profile_ || d.prof_depth_++ > 0) return;
+      a = d.prof_event();
+      SLUICE_CUDA_CHECK(cudaEventRecord(a, d.stream_));
+      t0 = std::chrono::steady_clock::now();
+    }
+    ~Prof() {
+      if (!d.profile_) return;
+      --d.prof_depth_;
+      if (!a) return;
+      cudaEvent_t b = d.prof_event();
+      cudaEventRecord(b, d.stream_);
+      d.prof_.push_back({op, a, b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    }
+  };
+  cudaEvent_t prof_event() {
+    cudaEvent_t e;
+    SLUICE_CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
+  void print_profile() {
+    if (prof_.empty()) return;
+    cudaStreamSynchronize(stream_);
+    struct Row {
+      int64_t calls = 0;
+      double gpu_ms = 0, host_ms = 0;
+    };
+    std::map<std::string, Row> rows;
+    double busy = 0, idle = 0, host = 0;
+    for (size_t i = 0; i < prof_.size(); ++i) {
+      float ms = 0, gap = 0;
+      cudaEventElapsedTime(&ms, prof_[i].a, prof_[i].b);
+      if (i > 0) cudaEventElapsedTime(&gap, prof_[i - 1].b, prof_[i].a);
+      Row& r = rows[prof_[i].op];
+      r.calls += 1;
+      r.gpu_ms += ms;
+      r.host_ms += prof_[i].host_s * 1e3;
+      busy += ms;
+      idle += gap;
+      host += prof_[i].host_s * 1e3;
+    }
+    std::fprintf(stderr, "cuda profile (%s): %zu ops, GPU busy in ops %.2f ms, idle between ops %.2f ms (%.1f %%), host in ops %.2f ms\n",
+                 name_.c_str(), prof_.size(), busy, idle, 100.0 * idle / std::max(busy + idle, 1e-9), host);
+    std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.second.gpu_ms > y.second.gpu_ms; });
+    std::fprintf(stderr, "  %-16s %8s %12s %12s\n", "op", "calls", "GPU ms", "host ms");
+    for (const auto& [op, r] : sorted)
+      std::fprintf(stderr, "  %-16s %8lld %12.3f %12.3f\n", op.c_str(), static_cast<long long>(r.calls), r.gpu_ms, r.host_ms);
+    for (const ProfRecord& r : prof_) {
+      cudaEventDestroy(r.a);
+      cudaEventDestroy(r.b);
+    }
+    prof_.clear();
+  }
+
+  // The grouped path of the fast ISA: every expert with members, when they share one weight type
+  // and shape the fast products take, in three launches (gather, gate·up·act, down·scatter) over a
+  // device-side table. The values are those of the per-expert path bit for bit (the same products
+  // in the same order, the same activation). False: the caller takes the per-expert path.
+  bool experts_grouped(const ExpertsOp& op, std::span<const ExpertView> views,
+                       std::span<const std::span<const int64_t>> members, const Buf& z, Buf yexp) {
+    const int64_t R = z.cols;
+    const ExpertView* first = nullptr;
+    int64_t total = 0, max_rows = 0;
+    for (size_t e = 0; e < views.size(); ++e) {
+      if (members[e].empty()) continue;
+      const ExpertView& v = views[e];
+      if (!first) first = &v;
+      const WeightType t = first->gate.type;
+      const int64_t I = first->gate.rows;
+      if (v.gate.type != t || v.up.type != t || v.down.type != t || v.gate.rows != I || v.up.rows != I ||
+          v.gate.cols != R || v.up.cols != R || v.down.rows != R || v.down.cols != I)
+        return false;
+      // The inputs are scratch (256-byte aligned): gathered rows R floats apart, h rows I apart.
+      if (!cuda::fast_product_ok(v.gate, nullptr, R) || !cuda::fast_product_ok(v.up, nullptr, R) ||
+          !cuda::fast_product_ok(v.down, nullptr, I))
+        return false;
+      total += int64_t(members[e].size());
+      max_rows = std::max<int64_t>(max_rows, int64_t(members[e].size()));
+    }
+    if (!first) return true;
+    ScratchScope scope(*this);
+    const int64_t I = first->gate.rows;
+    group_table_.clear();
+    group_members_.clear();
+    for (size_t e = 0; e < views.size(); ++e) {
+      if (members[e].empty()) continue;
+      const ExpertView& v = views[e];
+      group_table_.push_back(cuda::ExpertGroupEntry{on_device(v.gate), on_device(v.up), on_device(v.down),
+                                                    int64_t(group_members_.size()), int64_t(members[e].size())});
+      group_members_.insert(group_members_.end(), members[e].begin(), members[e].end());
+    }
+    const cuda::ExpertGroupEntry* table = put(group_table_.data(), group_table_.size());
+    const int64_t* m = put(group_members_.data(), group_members_.size());
+    float* g = static_cast<float*>(take(size_t(total * R) * 4));
+    float* h = static_cast<float*>(take(size_t(total * I) * 4));
+    cuda::gather_rows(stream_, mat(z), m, total, op.top_k, g);
+    cuda::experts_fast(stream_, op.act, first->gate.type, table, int(group_table_.size()), max_rows, I, g, h, m,
+                       mat(yexp));
+    return true;
+  }
+
+  // Host bytes copied into the pinned staging ring, or null when they are too large for it (the
+  // caller then copies from pageable memory). The ring has two halves; the host moves to the other
+  // half once the current one is full, after the stream has passed every copy queued from it.
+  static constexpr size_t kRingBytes = size_t(8) << 20;
+  const void* stage(const void* host, size_t bytes) {
+    constexpr size_t half = kRingBytes / 2;
+    const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (need > half / 4) return nullptr;
+    const size_t cur = ring_pos_ / half;
+    if (ring_pos_ + need > (cur + 1) * half) {
+      SLUICE_CUDA_CHECK(cudaEventRecord(ring_done_[cur], stream_));
+      const size_t next = 1 - cur;
+      SLUICE_CUDA_CHECK(cudaEventSynchronize(ring_done_[next]));  // a never-recorded event has passed
+      ring_pos_ = next * half;
+    }
+    char* p = static_cast<char*>(ring_) + ring_pos_;
+    std::memcpy(p, host, bytes);
+    ring_pos_ += need;
+    return p;
+  }
+
   struct Chunk {
     void* mem;
     size_t base, size;
@@ -347,7 +518,10 @@ class CudaDevice final : public Device {
   template <typename T>
   const T* put(const T* host, size_t n) {
     void* d = take(n * sizeof(T));
-    if (n) SLUICE_CUDA_CHECK(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    if (n) {
+      const void* src = stage(host, n * sizeof(T));
+      SLUICE_CUDA_CHECK(cudaMemcpyAsync(d, src ? src : host, n * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    }
     return static_cast<const T*>(d);
   }
   void* copy_in(const void* host, size_t bytes) {
@@ -362,9 +536,9 @@ class CudaDevice final : public Device {
   Weight on_device(const Weight& w) {
     if (w.place == Place::Device) return w;
     Weight d = w;
-    d.data = put(static_cast<const char*>(w.data), weight_bytes(w));
-    if (w.scales) d.scales = put(static_cast<const char*>(w.scales), scale_bytes(w));
-    if (w.bias) d.bias = put(static_cast<const char*>(w.bias), bias_bytes(w));
+    d.data = put(static_cast<const char*>(w.data), weight_data_bytes(w));
+    if (w.scales) d.scales = put(static_cast<const char*>(w.scales), weight_scale_bytes(w));
+    if (w.bias) d.bias = put(static_cast<const char*>(w.bias), weight_bias_bytes(w));
     d.place = Place::Device;
     return d;
   }
@@ -408,6 +582,14 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> events_;
   std::vector<Mat> mats_;
   std::vector<float> host_table_;
+  bool profile_ = false;
+  int prof_depth_ = 0;
+  std::vector<ProfRecord> prof_;
+  std::vector<cuda::ExpertGroupEntry> group_table_;
+  std::vector<int64_t> group_members_;
+  void* ring_ = nullptr;  // pinned
+  size_t ring_pos_ = 0;
+  cudaEvent_t ring_done_[2] = {};
 };
 
 }  // namespace

@@ -29,6 +29,21 @@ void check_launch(const char* what);
 // Products: y[i, r] = W[r, :]·x[i, :] (+ bias[r]) for i < n.
 void linear_ref(cudaStream_t s, const Weight& w, Mat x, Mat y);
 void linear_fast(cudaStream_t s, const Weight& w, Mat x, Mat y);
+// Whether the fast products take weight w with inputs at x (row stride ldx); otherwise linear_fast
+// falls back to the reference kernel.
+bool fast_product_ok(const Weight& w, const void* x, int64_t ldx);
+
+// One routed expert of a grouped launch: its weights (on the device) and its member rows
+// [off, off + n) of the gathered input and of the member list.
+struct ExpertGroupEntry {
+  Weight gate, up, down;
+  int64_t off, n;
+};
+// The grouped expert products (fast ISA): for every expert of `table` (device memory, `experts`
+// entries, each with at most max_rows members, all of one weight type and shape [I, R] / [R, I]):
+// h = act(gate·g + bg, up·g + bu) over its gathered rows g, then yexp[members[m]] = down·h[m] + bd.
+void experts_fast(cudaStream_t s, const Activation& act, WeightType type, const ExpertGroupEntry* table, int experts,
+                  int64_t max_rows, int64_t I, const float* g, float* h, const int64_t* members, Mat yexp);
 
 void fill(cudaStream_t s, Mat y, float v);
 void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out);

@@ -3,8 +3,10 @@
 // a recurrent matrix, cache positions); every reduction runs in one thread in the scalar order.
 // This file is compiled with -fmad=false, so no product and sum are fused, and the transcendentals
 // are mathf.h's: the results are bit-identical to cpu:scalar.
+#include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/act.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/mathf.h"
 
@@ -106,6 +108,28 @@ __device__ void rmsnorm_row(const float* x, const float* w, int64_t n, float eps
   }
 }
 
+// One block per (row, group) when the group fits in shared memory: the block stages the values
+// (parallel, coalesced loads), one thread sums the squares in the scalar order from shared memory,
+// and the block writes the outputs, each an independent product. The scalar bits, without one
+// thread's serial loads from global memory.
+constexpr int64_t kStagedMax = 10240;  // floats: 40 KiB of shared memory
+__global__ void rmsnorm_staged(Mat x, const float* w, float eps, Mat y, int64_t group, int64_t groups) {
+  extern __shared__ float sx[];
+  __shared__ float inv_s;
+  const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
+  const float* xr = x.p + r * x.ld + g * group;
+  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) sx[i] = xr[i];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < group; ++i) ss += sx[i] * sx[i];
+    inv_s = mf::div(1.0f, mf::sqrt(ss / float(group) + eps));
+  }
+  __syncthreads();
+  const float inv = inv_s;
+  float* yr = y.p + r * y.ld + g * group;
+  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) yr[i] = w ? w[i] * (sx[i] * inv) : sx[i] * inv;
+}
 __global__ void rmsnorm_kernel(Mat x, const float* w, float eps, Mat y, int64_t group, int64_t groups) {
   const int64_t id = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= x.rows * groups) return;
@@ -129,17 +153,7 @@ __global__ void gated_act_kernel(Activation a, Mat g, Mat u) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
   if (c >= g.cols) return;
   float& gv = g.p[r * g.ld + c];
-  const float uv = u.p[r * u.ld + c];
-  switch (a.kind) {
-    case ActKind::SiTU: gv = mf::situ(gv, uv, a.beta_gate, a.beta_up); break;
-    case ActKind::SiLU: gv = mf::silu(gv) * uv; break;
-    case ActKind::ClampedSwiGLU: {
-      const float gc = gv < a.limit ? gv : a.limit;
-      const float uc = uv < -a.limit ? -a.limit : (uv > a.limit ? a.limit : uv);
-      gv = (uc + 1.0f) * (gc * mf::sigmoid(gc * a.alpha));
-      break;
-    }
-  }
+  gv = gated_value(a, gv, u.p[r * u.ld + c]);
 }
 __global__ void row_dot_kernel(Mat x, const float* w, Mat out) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -179,6 +193,38 @@ __global__ void attn_res_weights(const Mat* src, int n, const float* norm, const
     pt[i] = mf::div(acc, mf::sqrt(ss / float(H) + eps));
   }
   softmax_seq(pt, n);
+}
+// The same weights with one block per row: the block stages a chunk of every source row (and of
+// norm·proj) in shared memory, thread i runs source i's two sums over it in the scalar order, and
+// thread 0 takes the softmax. Bit for bit attn_res_weights.
+constexpr int kAttnResChunk = 1024;
+__global__ void attn_res_weights_staged(const Mat* src, int n, const float* norm, const float* proj, float eps,
+                                        int64_t H, float* p) {
+  extern __shared__ float sh[];  // [n + 1][kAttnResChunk]: the sources, then norm·proj
+  const int64_t t = blockIdx.x;
+  float* np = sh + int64_t(n) * kAttnResChunk;
+  float ss = 0.0f, acc = 0.0f;
+  for (int64_t c0 = 0; c0 < H; c0 += kAttnResChunk) {
+    const int64_t len = H - c0 < kAttnResChunk ? H - c0 : kAttnResChunk;
+    for (int64_t j = threadIdx.x; j < int64_t(n) * len; j += blockDim.x) {
+      const int64_t i = j / len, d = j % len;
+      sh[i * kAttnResChunk + d] = src[i].p[t * src[i].ld + c0 + d];
+    }
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x) np[d] = norm[c0 + d] * proj[c0 + d];
+    __syncthreads();
+    if (int(threadIdx.x) < n) {
+      const float* v = sh + int64_t(threadIdx.x) * kAttnResChunk;
+      for (int64_t d = 0; d < len; ++d) {
+        ss += v[d] * v[d];
+        acc += np[d] * v[d];
+      }
+    }
+    __syncthreads();
+  }
+  float* pt = p + t * n;
+  if (int(threadIdx.x) < n) pt[threadIdx.x] = mf::div(acc, mf::sqrt(ss / float(H) + eps));
+  __syncthreads();
+  if (threadIdx.x == 0) softmax_seq(pt, n);
 }
 __global__ void attn_res_mix(const Mat* src, int n, const float* p, Mat out) {
   const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, t = blockIdx.y;
@@ -490,6 +536,90 @@ __global__ void route_kernel(RouterOp op, Mat logits, Mat ids_b, Mat w_b, float*
   }
 }
 
+// The same router with one block per row and the row's arrays in shared memory (E ≤ kRouteStaged):
+// the per-expert scores, choices and group scores are computed by the block in parallel (each an
+// independent value), the selections run in one thread in the scalar order with a taken-flag per
+// expert instead of rescanning the chosen ids. Bit for bit route_kernel.
+constexpr int64_t kRouteStaged = 4096;
+__global__ void route_staged(RouterOp op, Mat logits, Mat ids_b, Mat w_b) {
+  extern __shared__ float sh[];  // scores[E], choice[E], group_score[groups], taken[E] (bytes)
+  const int64_t t = blockIdx.x;
+  const int64_t E = op.experts, k = op.top_k, groups = op.groups, per_group = E / groups;
+  float* scores = sh;
+  float* choice = scores + E;
+  float* group_score = choice + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(group_score + groups);
+  const float* lg = logits.p + t * logits.ld;
+  const float neg_inf = __uint_as_float(0xff800000u);
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    scores[e] = op.score == RouterScore::Sigmoid ? mf::sigmoid(lg[e]) : lg[e];
+    taken[e] = 0;
+  }
+  __syncthreads();
+  if (op.score == RouterScore::Softmax) {
+    if (threadIdx.x == 0) softmax_seq(scores, E);
+    __syncthreads();
+  }
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    choice[e] = op.correction_bias.p ? scores[e] + op.correction_bias.p[e] : scores[e];
+  __syncthreads();
+  if (groups > 1) {
+    for (int64_t gi = threadIdx.x; gi < groups; gi += blockDim.x) {
+      float b1 = neg_inf, b2 = neg_inf;
+      for (int64_t e = gi * per_group; e < (gi + 1) * per_group; ++e) {
+        const float v = choice[e];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      group_score[gi] = b1 + b2;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int64_t i = 0; i < op.topk_groups; ++i) {
+        int64_t best = -1;
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          if (group_score[gi] != group_score[gi]) continue;  // picked (marked NaN below)
+          if (best < 0 || group_score[gi] > group_score[best]) best = gi;
+        }
+        group_score[best] = __uint_as_float(0x7fc00000u);
+      }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+      if (group_score[e / per_group] == group_score[e / per_group]) choice[e] = neg_inf;
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  int32_t* ids = reinterpret_cast<int32_t*>(ids_b.p) + t * ids_b.ld;
+  float* w = w_b.p + t * w_b.ld;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t best = -1;
+    float bv = 0.0f;
+    for (int64_t e = 0; e < E; ++e) {
+      if (taken[e]) continue;
+      const float v = choice[e];
+      if (best < 0 || v > bv) {  // ties keep the lower id
+        best = e;
+        bv = v;
+      }
+    }
+    taken[best] = 1;
+    ids[i] = int32_t(best);
+    w[i] = scores[best];
+  }
+  if (op.score == RouterScore::TopkSoftmax) softmax_seq(w, k);
+  float s = 0.0f;
+  for (int64_t i = 0; i < k; ++i) s += w[i];
+  for (int64_t i = 0; i < k; ++i) {
+    float wgt = w[i];
+    if (op.renormalize) wgt = mf::div(wgt, s + op.renorm_eps);
+    w[i] = wgt * op.scaling;
+  }
+}
+
 __global__ void gather_kernel(Mat z, const int64_t* members, int64_t n, int64_t k, float* g) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, i = blockIdx.y;
   if (c < z.cols && i < n) g[i * z.cols + c] = z.p[(members[i] / k) * z.ld + c];
@@ -536,7 +666,12 @@ void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out) {
 void rmsnorm(cudaStream_t s, Mat x, const float* w, float eps, Mat y, int64_t group) {
   const int64_t groups = x.cols / group;
   if (x.rows * groups == 0) return;
-  rmsnorm_kernel<<<blocks(x.rows * groups), kThreads, 0, s>>>(x, w, eps, y, group, groups);
+  if (group <= kStagedMax) {
+    const unsigned threads = unsigned(std::min<int64_t>(256, (group + 31) / 32 * 32));
+    rmsnorm_staged<<<unsigned(x.rows * groups), threads, size_t(group) * 4, s>>>(x, w, eps, y, group, groups);
+  } else {
+    rmsnorm_kernel<<<blocks(x.rows * groups), kThreads, 0, s>>>(x, w, eps, y, group, groups);
+  }
   check_launch("rmsnorm");
 }
 void add(cudaStream_t s, Mat y, Mat x) {
@@ -567,7 +702,11 @@ void row_dot(cudaStream_t s, Mat x, const float* w, Mat out) {
 void attn_res(cudaStream_t s, const Mat* sources, int n, const float* norm, const float* proj, float eps, Mat out,
               float* p) {
   if (out.rows == 0) return;
-  attn_res_weights<<<blocks(out.rows), kThreads, 0, s>>>(sources, n, norm, proj, eps, out.rows, out.cols, p);
+  const size_t shared = size_t(n + 1) * kAttnResChunk * 4;
+  if (n <= kThreads && shared <= 48 * 1024)
+    attn_res_weights_staged<<<unsigned(out.rows), kThreads, shared, s>>>(sources, n, norm, proj, eps, out.cols, p);
+  else
+    attn_res_weights<<<blocks(out.rows), kThreads, 0, s>>>(sources, n, norm, proj, eps, out.rows, out.cols, p);
   check_launch("attn_res weights");
   attn_res_mix<<<grid2(out.cols, out.rows), kThreads, 0, s>>>(sources, n, p, out);
   check_launch("attn_res mix");
@@ -648,7 +787,12 @@ void rope(cudaStream_t s, Mat table, RopePairs pairs, Mat x, int64_t heads, int6
 }
 void route(cudaStream_t s, const RouterOp& op, Mat logits, Mat ids, Mat weights, float* scratch) {
   if (logits.rows == 0) return;
-  route_kernel<<<blocks(logits.rows), kThreads, 0, s>>>(op, logits, ids, weights, scratch);
+  if (op.experts <= kRouteStaged) {
+    const size_t shared = size_t(2 * op.experts + op.groups) * 4 + size_t(op.experts);
+    route_staged<<<unsigned(logits.rows), kThreads, shared, s>>>(op, logits, ids, weights);
+  } else {
+    route_kernel<<<blocks(logits.rows), kThreads, 0, s>>>(op, logits, ids, weights, scratch);
+  }
   check_launch("route");
 }
 void gather_rows(cudaStream_t s, Mat z, const int64_t* members, int64_t n, int64_t top_k, float* g) {

@@ -2,6 +2,7 @@
 // cache on the target's device (one latent + rotated k_pe per committed position per layer) and
 // block proposals.
 #include "model/arch/dspark.h"
+#include "model/device_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -104,6 +105,7 @@ std::unique_ptr<DSparkModel> DSparkModel::load(const std::string& dir, const Tar
   w.confidence_w_markov.host.assign(w.confidence_w.host.begin() + H, w.confidence_w.host.end());
   m->target_ = &target;
   m->dev_ = &target.device();
+  check_device_plan(*m->dev_, dir, {.spine_bytes = list.bytes()});
   list.keep(*m->dev_);
   w.confidence_w_row.v = m->dev_->keep(std::span<const float>(w.confidence_w_row.host));
   w.confidence_w_markov.v = m->dev_->keep(std::span<const float>(w.confidence_w_markov.host));

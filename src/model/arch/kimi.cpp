@@ -2,6 +2,7 @@
 // (KDA conv windows and recurrent matrices, the compact MLA cache, the verify pass's record), the
 // forward pass, commit_prefix and snapshots.
 #include "model/arch/kimi.h"
+#include "model/device_plan.h"
 
 #include <algorithm>
 
@@ -148,6 +149,9 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
              c.kda_heads, ") and its padding must be zero");
     a_log.resize(size_t(c.kda_heads));
   }
+  m->bank_ = kimi_expert_bank(c);
+  const bool resident = opt.resident_experts && c.num_experts > 0;
+  check_device_plan(*m->dev_, dir, {.spine_bytes = list.bytes(), .expert_bytes = resident ? m->bank_.total_record_bytes() : 0});
   list.keep(*m->dev_);
 
   m->act_ = c.activation == format::Activation::SiTU
@@ -175,8 +179,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
                          .act = m->act_, .expert_input = c.expert_input_size(),
                          .latent = c.routed_expert_hidden_size > 0, .norm_eps = c.rms_norm_eps};
 
-  m->bank_ = kimi_expert_bank(c);
-  if (opt.resident_experts && c.num_experts > 0) {
+  if (resident) {
     m->resident_ = std::make_unique<store::ResidentExperts>(m->bank_, m->tensors_, m->dev_);
     m->experts_ = m->resident_.get();
   }

@@ -1,6 +1,7 @@
 // The Qwen3 dense target: tensor list, KV-cache state on the device, the forward pass and
 // commit-prefix (a length cut: rows past the length are never read before being overwritten).
 #include "model/arch/qwen3.h"
+#include "model/device_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -104,6 +105,7 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const LoadOptions& opt) {
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
   TensorList list = qwen3_tensors(c, &m->weights_);
   list.bind(m->tensors_);
+  check_device_plan(*m->dev_, opt.dir, {.spine_bytes = list.bytes()});
   list.keep(*m->dev_);
   if (c.tie_word_embeddings) m->weights_.lm_head = m->weights_.embed;
   m->gqa_ = GqaSpec{.heads = c.num_heads, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim,

@@ -16,6 +16,8 @@ void MoeHost::reserve(int64_t experts, int64_t slots) {
   if (int64_t(offsets.capacity()) < experts + 1) offsets.reserve(size_t(experts + 1));
   if (int64_t(votes.capacity()) < experts) votes.reserve(size_t(experts));
   if (int64_t(chosen.capacity()) < experts) chosen.reserve(size_t(experts));
+  if (int64_t(views.capacity()) < experts) views.reserve(size_t(experts));
+  if (int64_t(view_members.capacity()) < experts) view_members.reserve(size_t(experts));
 }
 
 namespace {
@@ -84,14 +86,23 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
     const size_t gn = std::min(group, host.uni.size() - g0);
     experts.begin(layer, std::span<const int32_t>(host.uni.data() + g0, gn));
     kernels::ExpertView view;
+    const bool grouped = d.groups_experts();
+    host.views.clear();
+    host.view_members.clear();
     for (int got; (got = experts.next_ready(&view)) >= 0;) {
       const size_t u = g0 + size_t(got);
       const std::span<const int64_t> rows(host.members.data() + host.offsets[u],
                                           size_t(host.offsets[u + 1] - host.offsets[u]));
       d.wait(view.ready);
-      d.experts(op, std::span<const kernels::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1), z,
-                yexp);
+      if (grouped) {
+        host.views.push_back(view);
+        host.view_members.push_back(rows);
+      } else {
+        d.experts(op, std::span<const kernels::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1),
+                  z, yexp);
+      }
     }
+    if (grouped) d.experts(op, host.views, host.view_members, z, yexp);
     // The lease ends after the work that read its views (on the CPU it has finished already).
     d.fence();
     experts.release(layer);

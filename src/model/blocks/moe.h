@@ -39,6 +39,8 @@ struct MoeHost {
   std::vector<int64_t> offsets;  // members of uni[i]: members[offsets[i] .. offsets[i+1])
   std::vector<int64_t> members;  // (row·k + slot) grouped by expert, ascending within each
   std::vector<int32_t> votes, chosen;  // prediction
+  std::vector<kernels::ExpertView> views;               // a group's views, for devices that group experts
+  std::vector<std::span<const int64_t>> view_members;   // and their member lists
   void reserve(int64_t experts, int64_t slots);
 };
 
