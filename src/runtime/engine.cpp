@@ -164,6 +164,11 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
   GenerateResult r = runtime::generate(engine_.model(), *state_, prompt.subspan(reused_), opt, on_token, on_step);
+  if (r.stop_reason == "cancelled") {
+    // A pass may have stopped between layers: nothing in the state can be trusted or reused.
+    state_->reset();
+    return r;
+  }
   if (reuse_) tape_ = tape_after(prompt, r.generated);
   return r;
 }
