@@ -1,6 +1,9 @@
 // `sluice run`: load a model and generate greedily from prompt token ids (or text, with the
 // model's tokenizer). --json prints exactly one JSON object on stdout (a stable contract).
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -31,6 +34,39 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   for (int64_t v : parse_int_list(text, "--prompt-ids", 0)) ids.push_back(int32_t(v));
   return ids;
 }
+
+// Set by SIGINT/SIGTERM while generating; the generation loop stops at its next check.
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_interrupt(int sig) {
+  g_signal.store(sig);
+  g_interrupted.store(true);
+}
+
+// Routes SIGINT and SIGTERM to g_interrupted while alive. SA_RESETHAND: a second Ctrl-C while the
+// first is being honoured ends the process the ordinary way. A signal the parent set to be
+// ignored (a background job of a script ignores SIGINT) stays ignored.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(SIGINT, nullptr, &old_int_);
+    ::sigaction(SIGTERM, nullptr, &old_term_);
+    if (old_int_.sa_handler != SIG_IGN) ::sigaction(SIGINT, &sa, nullptr);
+    if (old_term_.sa_handler != SIG_IGN) ::sigaction(SIGTERM, &sa, nullptr);
+  }
+  ~InterruptScope() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 struct RunArgs {
   runtime::EngineOptions engine;
@@ -163,9 +199,15 @@ int run(const RunArgs& a) {
                    s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
                    (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
   };
-  runtime::GenerateResult r = session->generate(prompt, opt, on_token, on_step);
+  opt.cancel = &g_interrupted;
+  runtime::GenerateResult r;
+  {
+    InterruptScope interrupts;
+    r = session->generate(prompt, opt, on_token, on_step);
+  }
+  const bool interrupted = r.stop_reason == "cancelled";
   events.emit({{"event", "run_end"},
-               {"status", "ok"},
+               {"status", interrupted ? "interrupted" : "ok"},
                {"stop_reason", r.stop_reason},
                {"prompt_ids", prompt},
                {"completion_ids", r.generated},
@@ -201,6 +243,13 @@ int run(const RunArgs& a) {
                    r.proposed ? 100.0 * r.accepted / r.proposed : 0.0,
                    r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());
+  }
+  if (interrupted) {
+    // What was generated is on stdout already (with --json: the partial object, stop_reason
+    // "cancelled"); 130 is the shell's status for a command ended by Ctrl-C.
+    std::fprintf(stderr, "sluice: interrupted by %s after %zu generated tokens\n",
+                 g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", r.generated.size());
+    return 130;
   }
   return 0;
 }
