@@ -129,17 +129,22 @@ std::string read_text(const std::string& path) { return read_regular_file(path);
 
 std::string expert_file(const std::string& model_id, int64_t layer) { return model_id + "/" + layer_file(layer); }
 
+bool check_home(const Home& home, const std::string& model_id) {
+  std::string marker = home.path + "/sluice-home.json";
+  if (!fs::exists(marker)) return false;
+  require_regular_if_exists(marker);
+  nlohmann::json j = format::read_json_file(marker);
+  std::string other = format::get_string_or(j, "model_id", "", marker);
+  if (other != model_id)
+    fail("home ", home.path, " already holds the experts of another model (model_id ", other, "; this model is ",
+         model_id, "); use an empty directory per model");
+  return true;
+}
+
 void claim_home(const Home& home, const std::string& model_id) {
+  if (check_home(home, model_id)) return;
   fs::create_directories(home.path);
   std::string marker = home.path + "/sluice-home.json";
-  if (fs::exists(marker)) {
-    nlohmann::json j = format::read_json_file(marker);
-    std::string other = format::get_string_or(j, "model_id", "", marker);
-    if (other != model_id)
-      fail("home ", home.path, " already holds the experts of another model (model_id ", other, "; this model is ",
-           model_id, "); use an empty directory per model");
-    return;
-  }
   nlohmann::json j = {{"format", "sluice-home"}, {"version", 1}, {"model_id", model_id}};
   format::write_file_atomic(marker, j.dump(2) + "\n");
 }
