@@ -1,10 +1,13 @@
-// Command-line integer lists.
+// Command-line integer lists and the strict option validators.
 #include "cli/arg_lists.h"
 
 #include <climits>
+#include <cstdio>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/parse_number.h"
+#include "store/prepare.h"
 
 namespace sluice::cli {
 
@@ -32,6 +35,75 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* what, i
   }
   if (out.empty() && !allow_empty) fail(what, " is empty");
   return out;
+}
+
+namespace {
+
+// A modifying validator: `check` returns the canonical text of a good value or throws Error.
+CLI::Validator canonical(std::string description, std::function<std::string(const std::string&)> check) {
+  return CLI::Validator(
+      [check](std::string& value) -> std::string {
+        try {
+          value = check(value);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      std::move(description));
+}
+
+std::string decimal_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  return canonical(cat("INT in ", min, "..", max),
+                   [=](const std::string& t) { return std::to_string(parse_integer(t, "", min, max)); });
+}
+
+CLI::Validator number_in(double min, double max) {
+  return canonical(cat("NUMBER in ", min, "..", max),
+                   [=](const std::string& t) { return decimal_text(parse_decimal(t, "", min, max)); });
+}
+
+CLI::Validator positive_number(double max) {
+  return canonical(cat("NUMBER in (0, ", max, "]"), [=](const std::string& t) {
+    double v = parse_decimal(t, "", 0, max);
+    if (!(v > 0)) fail(t, " is not positive");
+    return decimal_text(v);
+  });
+}
+
+CLI::Validator home_spec() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          store::parse_home_spec(value);
+          return {};
+        } catch (const Error& e) {
+          // CLI11 names the option itself: drop parse_home_spec's own "--home " prefix.
+          std::string why = e.what();
+          return why.rfind("--home ", 0) == 0 ? why.substr(7) : why;
+        }
+      },
+      "PATH[:CAPACITY]");
+}
+
+CLI::Validator one_of(std::vector<std::string> values) {
+  std::string list;
+  for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
+  return CLI::Validator(
+      [values, list](std::string& value) -> std::string {
+        for (const auto& v : values)
+          if (value == v) return {};
+        return cat("'", value, "' is not one of ", list);
+      },
+      "one of " + list);
 }
 
 }  // namespace sluice::cli

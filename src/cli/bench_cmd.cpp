@@ -17,6 +17,7 @@
 #include "format/json_util.h"
 #include "format/safetensors.h"
 #include "model/registry.h"
+#include "store/reader.h"
 
 namespace sluice::cli {
 namespace {
@@ -124,17 +125,19 @@ Action register_bench(CLI::App& app) {
   run->add_option("--max-new", a->max_new, "Tokens to generate; a list (32,128,512) makes one group per length")
       ->default_val("32");
   run->add_option("--arm", a->arms, "NAME:FLAGS (repeat); FLAGS are extra `sluice run` arguments, and `--binary PATH` runs that arm with another sluice build")->required();
-  run->add_option("--reps", a->reps, "Repetitions of every arm")->default_val(2)->check(CLI::PositiveNumber);
+  run->add_option("--reps", a->reps, "Repetitions of every arm")->default_val(2)->transform(integer_in(1, 10000));
   run->add_option("--expect-ids", a->expect_ids, "Expected output ids (text of record); mismatching runs are invalid");
   run->add_option("--expect-text", a->expect_text, "Expected output text (needs the model's tokenizer)");
   run->add_option("--out", a->out, "Output directory (default bench-out/run-<UTC time>)");
   run->add_flag("--floor", a->floor,
                 "Also measure raw O_DIRECT random reads of each arm model's expert records in the rotation");
-  run->add_option("--floor-qd", a->floor_qd, "Reads in flight per home for --floor")->default_val(4)->check(CLI::PositiveNumber);
-  run->add_option("--floor-seconds", a->floor_seconds, "Seconds per floor measurement")->default_val(2.0)->check(CLI::PositiveNumber);
+  run->add_option("--floor-qd", a->floor_qd, "Reads in flight per home for --floor")
+      ->default_val(4)
+      ->transform(integer_in(1, store::kMaxQueueDepth));
+  run->add_option("--floor-seconds", a->floor_seconds, "Seconds per floor measurement")->default_val(2.0)->transform(positive_number(3600));
   run->add_option("--compute-arm", a->compute_arm,
                   "Arm whose decode time per token is the compute floor (e.g. resident experts, warm)");
-  run->add_option("--sample-ms", a->sample_ms, "Device counter sampling interval")->default_val(50.0)->check(CLI::PositiveNumber);
+  run->add_option("--sample-ms", a->sample_ms, "Device counter sampling interval")->default_val(50.0)->transform(positive_number(60000));
   run->add_flag("--quiet", a->quiet, "No progress lines on stderr");
 
   auto d = std::make_shared<bench::DriveOptions>();
@@ -148,11 +151,14 @@ Action register_bench(CLI::App& app) {
   drives->add_option("--home", d->homes, "Home directory (repeat)")->required();
   drives->add_option("--model", d->model, "Read this model's expert records and update its manifest's bandwidths");
   drives->add_option("--depths", *depths, "Queue depths to measure")->default_val("1,2,4,8,16");
-  drives->add_option("--record-kb", *record_kb, "Read size in KiB (default: the model's expert slot, else 2048)");
-  drives->add_option("--seconds", d->seconds, "Seconds per measurement")->default_val(2.0)->check(CLI::PositiveNumber);
+  drives->add_option("--record-kb", *record_kb, "Read size in KiB (default: the model's expert slot, else 2048)")
+      ->transform(integer_in(0, 1 << 20));
+  drives->add_option("--seconds", d->seconds, "Seconds per measurement")->default_val(2.0)->transform(positive_number(3600));
   drives->add_option("--store-qd", d->store_queue_depth, "Queue depth whose bandwidth is stored (the engine's)")
-      ->default_val(4);
-  drives->add_option("--probe-mb", *probe_mb, "Write a probe file of this size on homes that hold too little data");
+      ->default_val(4)
+      ->transform(integer_in(1, store::kMaxQueueDepth));
+  drives->add_option("--probe-mb", *probe_mb, "Write a probe file of this size on homes that hold too little data")
+      ->transform(integer_in(0, 1 << 30));
   drives->add_option("--out", *out, "Also write result.json and drives.svg here");
   drives->add_flag("--no-home-files", *no_home_files, "Do not write <home>/sluice-drive.json");
 

@@ -31,10 +31,14 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_tokenize);
   add(sluice::cli::register_detokenize);
   add(sluice::cli::register_devices);
+  // Exit status: 0 success (and --help, --version), 1 an error (bad file, bad model, failed
+  // read), 2 a usage error (unknown option, a value out of range or not of its kind), 3 an
+  // internal error, 130 interrupted (SIGINT/SIGTERM; `run` prints what it generated first).
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   try {
     for (auto& [sub, action] : actions)
@@ -44,7 +48,7 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice: internal error: %s\n", e.what());
-    return 2;
+    return 3;
   }
   return 0;
 }

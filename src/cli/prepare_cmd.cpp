@@ -1,6 +1,7 @@
 // `sluice prepare`: pack a model's routed experts onto one or more homes and write its manifest.
 #include <cstdio>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/registry.h"
@@ -24,10 +25,12 @@ Action register_prepare(CLI::App& app) {
       "Resumable: run it again after an interruption.");
   sub->add_option("--model", a->model_dir, "Model directory (config.json + safetensors)")->required();
   sub->add_option("--home", a->homes, "PATH[:CAPACITY] of a home, e.g. /mnt/nvme1/sluice:900G (repeat per drive)")
-      ->required();
-  sub->add_option("--full-copy", a->full_copy, "Index (0-based, in --home order) of a home that gets every expert");
+      ->required()
+      ->transform(home_spec());
+  sub->add_option("--full-copy", a->full_copy, "Index (0-based, in --home order) of a home that gets every expert")
+      ->transform(integer_in(0, 1 << 20));
   sub->add_option("--replicate-hot", a->replicate_hot, "Fraction of experts, hottest first, to place on a second home")
-      ->check(CLI::Range(0.0, 1.0));
+      ->transform(number_in(0, 1));
   sub->add_option("--heat", a->heat, "Usage counts to rank experts (default: the model's sluice-heat.json)");
   sub->add_flag("--no-measure", a->no_measure, "Skip measuring each home's read bandwidth");
   return [a] {

@@ -1,8 +1,13 @@
 // `sluice run`: load a model and generate greedily from prompt token ids (or text, with the
 // model's tokenizer). --json prints exactly one JSON object on stdout (a stable contract).
+#include <signal.h>
+
 #include <algorithm>
-#include <optional>
+#include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +20,7 @@
 #include "model/registry.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "store/reader.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -28,6 +34,39 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   for (int64_t v : parse_int_list(text, "--prompt-ids", 0)) ids.push_back(int32_t(v));
   return ids;
 }
+
+// Set by SIGINT/SIGTERM while generating; the generation loop stops at its next check.
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_interrupt(int sig) {
+  g_signal.store(sig);
+  g_interrupted.store(true);
+}
+
+// Routes SIGINT and SIGTERM to g_interrupted while alive. SA_RESETHAND: a second Ctrl-C while the
+// first is being honoured ends the process the ordinary way. A signal the parent set to be
+// ignored (a background job of a script ignores SIGINT) stays ignored.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(SIGINT, nullptr, &old_int_);
+    ::sigaction(SIGTERM, nullptr, &old_term_);
+    if (old_int_.sa_handler != SIG_IGN) ::sigaction(SIGINT, &sa, nullptr);
+    if (old_term_.sa_handler != SIG_IGN) ::sigaction(SIGTERM, &sa, nullptr);
+  }
+  ~InterruptScope() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 struct RunArgs {
   runtime::EngineOptions engine;
@@ -160,9 +199,15 @@ int run(const RunArgs& a) {
                    s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
                    (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
   };
-  runtime::GenerateResult r = session->generate(prompt, opt, on_token, on_step);
+  opt.cancel = &g_interrupted;
+  runtime::GenerateResult r;
+  {
+    InterruptScope interrupts;
+    r = session->generate(prompt, opt, on_token, on_step);
+  }
+  const bool interrupted = r.stop_reason == "cancelled";
   events.emit({{"event", "run_end"},
-               {"status", "ok"},
+               {"status", interrupted ? "interrupted" : "ok"},
                {"stop_reason", r.stop_reason},
                {"prompt_ids", prompt},
                {"completion_ids", r.generated},
@@ -199,6 +244,13 @@ int run(const RunArgs& a) {
                    r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());
   }
+  if (interrupted) {
+    // What was generated is on stdout already (with --json: the partial object, stop_reason
+    // "cancelled"); 130 is the shell's status for a command ended by Ctrl-C.
+    std::fprintf(stderr, "sluice: interrupted by %s after %zu generated tokens\n",
+                 g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", r.generated.size());
+    return 130;
+  }
   return 0;
 }
 
@@ -212,37 +264,51 @@ Action register_run(CLI::App& app) {
   sub->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the model's tokenizer)")->excludes(ids_opt);
   sub->add_flag("--chat", a->chat, "Render --prompt as one user message in the model's chat format (K3 or Qwen3)");
   sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer)");
-  sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->transform(integer_in(0, INT32_MAX));
   sub->add_option("--prefill-chunk", a->prefill_chunk,
                   "Prompt positions per prefill pass (0 = as many as --prefill-memory-gb allows)")
       ->default_val(0)
-      ->check(CLI::NonNegativeNumber);
+      ->transform(integer_in(0, INT32_MAX));
   sub->add_option("--prefill-memory-gb", a->prefill_memory_gb, "Scratch memory a prefill pass may use (GB)")
       ->default_val(2.0)
-      ->check(CLI::PositiveNumber);
+      ->transform(positive_number(1e6));
   sub->add_flag("--stats", a->stats, "Print timing and expert counters to stderr");
   sub->add_flag("--json", a->json,
                 "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
-  sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)");
+  sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)")
+      ->check(one_of({"scalar", "avx2", "avx512"}));
   sub->add_option("--device", a->engine.device, runtime::kDeviceHelp)->default_val("cpu");
   sub->add_option("--experts", a->engine.experts,
                   "Where routed experts come from: auto (stream from the homes if `sluice prepare` ran), stream, resident")
-      ->default_val("auto");
-  sub->add_option("--cache-gb", a->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")->default_val(1.0);
+      ->default_val("auto")
+      ->check(one_of({"auto", "stream", "resident"}));
+  sub->add_option("--cache-gb", a->engine.cache_gb,
+                  "RAM budget of the expert cache when streaming (GB; at most the machine's memory, and never more "
+                  "is allocated than the expert bank needs)")
+      ->default_val(1.0)
+      ->transform(positive_number(1e6));
   sub->add_flag("--no-prefetch", a->no_prefetch, "Do not predict and pre-read the next layer's experts");
-  sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")->default_val("auto");
-  sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")->default_val(4)->check(CLI::PositiveNumber);
+  sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")
+      ->default_val("auto")
+      ->check(one_of({"auto", "io_uring", "pread"}));
+  sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")
+      ->default_val(4)
+      ->transform(integer_in(1, store::kMaxQueueDepth));
   sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
   sub->add_option("--draft", a->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
-      ->default_val(8)->check(CLI::Range(0, 64));
+      ->default_val(8)->transform(integer_in(0, 64));
   sub->add_option("--draft-depth", a->draft_depth, "Always draft this many (bypasses the controller)")
-      ->check(CLI::Range(0, 64));
-  sub->add_option("--temperature", a->sampling.temperature, "Sampling temperature (0 = greedy)")->default_val(0.0);
-  sub->add_option("--top-p", a->sampling.top_p, "Nucleus sampling mass")->default_val(1.0);
-  sub->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->default_val(0);
-  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->default_val(0);
+      ->transform(integer_in(0, 64));
+  sub->add_option("--temperature", a->sampling.temperature, "Sampling temperature (0 = greedy)")
+      ->default_val(0.0)
+      ->transform(number_in(0, 1e6));
+  sub->add_option("--top-p", a->sampling.top_p, "Nucleus sampling mass")->default_val(1.0)->transform(positive_number(1));
+  sub->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0 = all)")
+      ->default_val(0)
+      ->transform(integer_in(0, INT32_MAX));
+  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->default_val(0)->transform(integer_in(0, INT64_MAX));
   sub->add_option("--router-trace", a->engine.router_trace,
                   "Record every routed-expert request (layer, experts) as JSON lines, for `sluice warm`");
   sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");

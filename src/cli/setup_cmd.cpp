@@ -2,6 +2,7 @@
 // experts fetched on first use (--stream).
 #include <cstdio>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "fetch/setup.h"
@@ -24,9 +25,12 @@ Action register_setup(CLI::App& app) {
   auto* f = sub->add_flag("--full", *full, "Download everything, then pack the experts onto the homes");
   auto* s = sub->add_flag("--stream", *stream, "Download non-expert tensors only; fetch experts on first use");
   f->excludes(s);
-  sub->add_option("--home", a->homes, "PATH[:CAPACITY] of an expert home (repeat per drive; default MODEL/sluice-home)");
-  sub->add_option("--jobs", a->jobs, "Parallel downloads")->default_val(4)->check(CLI::Range(1, 64));
-  sub->add_option("--retries", a->source_options.retries, "Retries of a failed transfer (each resumes)")->default_val(4);
+  sub->add_option("--home", a->homes, "PATH[:CAPACITY] of an expert home (repeat per drive; default MODEL/sluice-home)")
+      ->transform(home_spec());
+  sub->add_option("--jobs", a->jobs, "Parallel downloads")->default_val(4)->transform(integer_in(1, 64));
+  sub->add_option("--retries", a->source_options.retries, "Retries of a failed transfer (each resumes)")
+      ->default_val(4)
+      ->transform(integer_in(0, 1000));
   sub->add_flag("--no-measure", *no_measure, "Skip measuring each home's read bandwidth (--full)");
   sub->add_flag("--quiet", a->quiet, "No progress bars");
   return [a, full, stream, no_measure] {

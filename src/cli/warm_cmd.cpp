@@ -1,6 +1,7 @@
 // `sluice warm`: plan (or, with --fetch N, do) the fetch of the experts a router trace used.
 #include <cstdio>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "fetch/progress.h"
 #include "fetch/warm.h"
@@ -19,8 +20,11 @@ Action register_warm(CLI::App& app) {
               "local; --fetch N fetches the N most used ones not fetched yet (--stream installs)");
   sub->add_option("--model", a->model_dir, "Model directory")->required();
   sub->add_option("--trace", a->trace, "Router trace (JSON lines) written by `sluice run --router-trace`")->required();
-  sub->add_option("--fetch", a->fetch, "Fetch this many of the most used missing experts")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top", a->top, "How many of the most used experts to list")->default_val(10);
+  sub->add_option("--fetch", a->fetch, "Fetch this many of the most used missing experts")
+      ->transform(integer_in(0, INT32_MAX));
+  sub->add_option("--top", a->top, "How many of the most used experts to list")
+      ->default_val(10)
+      ->transform(integer_in(0, INT32_MAX));
   return [a] {
     fetch::WarmReport r = fetch::warm(a->model_dir, model::expert_bank_of(a->model_dir), a->trace, a->fetch);
     std::printf("warm: %llu experts used by the trace: %llu local, %llu missing (%s to fetch)",

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "fetch/progress.h"
 #include "fetch/sha256.h"
 #include "fetch/stream_manifest.h"
@@ -302,8 +303,33 @@ void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& work) {
 std::vector<store::Home> homes_of(const SetupOptions& opt) {
   std::vector<store::Home> homes;
   for (const auto& h : opt.homes) homes.push_back(store::parse_home_spec(h));
-  if (homes.empty()) homes.push_back(store::parse_home_spec(opt.model_dir + "/sluice-home"));
+  if (homes.empty()) {
+    // The default home is a path, not a PATH:CAPACITY spec (the model path may hold a ':').
+    store::Home h;
+    h.path = fs::absolute(opt.model_dir + "/sluice-home").lexically_normal().string();
+    homes.push_back(h);
+  }
   return homes;
+}
+
+// Refuses, before anything is written, to install into a directory or homes that hold another
+// model: a config.json that differs from the source's, or a home marked with another model id.
+// (Writing first and refusing later left a directory whose config belonged to the new model and
+// whose shards and manifest to the old one, which `verify --repair` could not mend.)
+void check_destination(const SetupOptions& opt, const std::string& config_text, const store::ExpertBank& bank,
+                       const std::string& source_where) {
+  const std::string config_path = opt.model_dir + "/config.json";
+  std::error_code ec;
+  if (fs::exists(config_path, ec)) {
+    if (read_regular_file(config_path) != config_text)
+      fail("setup: ", opt.model_dir, " holds another model (its config.json differs from ", source_where,
+           "); install into an empty directory, or remove that one first");
+  } else if (fs::exists(store::manifest_path(opt.model_dir), ec) || fs::exists(record_path(opt.model_dir), ec)) {
+    fail("setup: ", opt.model_dir, " holds the records of an install whose config.json is gone; remove the directory "
+         "or run `sluice verify --repair` there first");
+  }
+  const std::string id = store::model_identity(config_text, bank.layout);
+  for (const auto& h : homes_of(opt)) store::check_home(h, id);
 }
 
 }  // namespace
@@ -311,7 +337,6 @@ std::vector<store::Home> homes_of(const SetupOptions& opt) {
 void setup(const SetupOptions& opt) {
   if (opt.mode != "full" && opt.mode != "stream") fail("setup: choose --full or --stream");
   if (!opt.expert_bank) fail("setup: no expert-bank function given (SetupOptions::expert_bank)");
-  fs::create_directories(opt.model_dir);
   auto src = open_source(opt.source, opt.source_options);
   InstallRecord rec = survey_source(*src, opt.source);
   rec.mode = opt.mode;
@@ -331,6 +356,8 @@ void setup(const SetupOptions& opt) {
   std::string config_text = src->read_text("config.json", 16 << 20);
   // The config decides the expert tensors; asking for the bank now fails a wrong source early.
   const store::ExpertBank bank = opt.expert_bank(config_text, src->where("config.json"));
+  check_destination(opt, config_text, bank, src->where("config.json"));
+  fs::create_directories(opt.model_dir);
   bool stream = opt.mode == "stream";
   rec.files = fetch_small_files(*src, sums, opt.model_dir, /*with_index=*/!stream && rec.indexed);
   // The record is rewritten as each file finishes, so an interrupted setup knows what is done.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace sluice::fetch {
 
@@ -43,8 +44,9 @@ std::string Sha256::hex() {
 }
 
 std::string sha256_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  std::string why;
+  int fd = open_regular(path, O_RDONLY, why);
+  if (fd < 0) fail(path, ": cannot open: ", why);
   Sha256 h;
   std::vector<char> buf(4 << 20);
   for (;;) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace sluice::fetch {
 namespace fs = std::filesystem;
@@ -75,8 +76,9 @@ class DirSource : public Source {
   void read(const std::string& name, uint64_t begin, uint64_t end,
             const std::function<void(const std::byte*, size_t)>& sink) override {
     std::string path = where(name);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+    std::string why;
+    int fd = open_regular(path, O_RDONLY, why);  // a FIFO in the source must not block setup
+    if (fd < 0) fail(path, ": cannot open: ", why);
     std::vector<std::byte> buf(size_t(std::min<uint64_t>(end - begin, 4ull << 20)) + 1);
     uint64_t pos = begin;
     while (pos < end) {

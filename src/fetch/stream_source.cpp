@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
+#include "store/home_file.h"
 
 namespace sluice::fetch {
 namespace fs = std::filesystem;
@@ -118,8 +119,10 @@ void StreamSource::store_record(const store::Manifest& m, int layer, int expert,
                                 uint64_t sum) {
   for (const auto& h : m.of(layer, expert)) {
     std::string path = m.homes[size_t(h.home)].path + "/" + h.file;
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, ": cannot open to store expert ", expert, " of layer ", layer, ": ", std::strerror(errno));
+    std::string why;
+    // No symlinks below the home: a record is written only into the home's own file.
+    int fd = store::open_home_file(m.homes[size_t(h.home)].path, h.file, O_WRONLY, why);
+    if (fd < 0) fail(path, ": cannot open to store expert ", expert, " of layer ", layer, ": ", why);
     size_t done = 0;
     while (done < h.length) {
       ssize_t w = ::pwrite(fd, record + done, h.length - done, off_t(h.offset + done));

@@ -14,11 +14,13 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "fetch/install_record.h"
 #include "fetch/setup.h"
 #include "fetch/sha256.h"
 #include "fetch/stream_manifest.h"
 #include "fetch/stream_source.h"
+#include "store/home_file.h"
 #include "store/manifest.h"
 
 namespace sluice::fetch {
@@ -26,13 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_local(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_local(const std::string& path) { return read_regular_file(path); }
 
 // "" when the file matches, else what is wrong.
 std::string check_file(const std::string& path, const FileEntry& f) {
@@ -172,11 +168,12 @@ VerifyReport verify_install(const std::string& model_dir, const store::ExpertBan
       for (const auto& h : hs) {
         ++rep.experts_checked;
         std::string p = m.homes[size_t(h.home)].path + "/" + h.file;
-        int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        std::string why;
+        int fd = store::open_home_file(m.homes[size_t(h.home)].path, h.file, O_RDONLY, why);
         ssize_t r = fd < 0 ? -1 : ::pread(fd, buf.get(), h.length, off_t(h.offset));
         if (fd >= 0) ::close(fd);
-        std::string why;
-        if (r != ssize_t(h.length)) why = "cannot be read in full";
+        if (fd < 0) why = cat("cannot be opened: ", why);
+        else if (r != ssize_t(h.length)) why = "cannot be read in full";
         else if (XXH3_64bits(buf.get(), h.length) != h.xxh3) why = "checksum mismatch";
         if (why.empty()) continue;
         note(cat(p, ": expert ", e, " of layer ", l, " (offset ", h.offset, "): ", why));

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "format/json_util.h"
 
 namespace sluice::format {
@@ -218,8 +219,10 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* header, size_t
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  // Non-blocking open and fstat: a FIFO or device in a shard's place is refused, not waited on.
+  std::string why;
+  int fd = open_regular(path, O_RDONLY, why);
+  if (fd < 0) fail(path, ": cannot open: ", why);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;

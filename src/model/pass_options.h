@@ -1,8 +1,11 @@
 // What a caller asks of one forward pass, shared by every architecture.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "core/error.h"
 
 namespace sluice::model {
 
@@ -23,6 +26,19 @@ struct PassOptions {
   bool all_logits = false;  // logits for every row; otherwise only for the last row
   bool record = false;      // keep what commit_prefix needs (draft verification)
   const HiddenCapture* capture = nullptr;  // optional; nothing is copied when null
+  // Checked before each layer: once it reads true the pass throws Cancelled (a long prefill
+  // chunk stops within a layer's time of a SIGINT or a client disconnect).
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// Thrown by a pass whose PassOptions::cancel was set. The pass stopped between layers, so the
+// state it ran on is unusable until State::reset().
+struct Cancelled : Error {
+  Cancelled() : Error("cancelled") {}
+};
+
+inline bool cancel_requested(const PassOptions& opt) {
+  return opt.cancel && opt.cancel->load(std::memory_order_relaxed);
+}
 
 }  // namespace sluice::model

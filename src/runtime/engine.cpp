@@ -2,11 +2,13 @@
 // sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "fetch/stream_source.h"
 #include "model/registry.h"
 #include "runtime/conversation.h"
@@ -30,6 +32,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (opt.experts == "stream" && !std::filesystem::exists(manifest))
     fail(opt.model_dir, ": no expert manifest (", manifest, "); run `sluice prepare --model ", opt.model_dir,
          " --home PATH` first");
+  // A FIFO, device or directory where a config, shard, tokenizer or manifest should be would
+  // block or confuse the loaders below: refuse it by name first.
+  require_regular_model_files(opt.model_dir);
   e->tokenizer_ = tokenizer::load_tokenizer(opt.model_dir);
   kernels::Device* device = &kernels::cpu_device();
   if (opt.device != "cpu") {
@@ -40,13 +45,12 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (stream) {
     const store::ExpertBank* bank = e->model_->expert_bank();
     if (!bank) fail(opt.model_dir, ": ", e->model_->info().model_type, " has no routed experts to stream");
-    std::ifstream in(opt.model_dir + "/config.json", std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    store::Manifest m = store::read_manifest(manifest, *bank, store::model_identity(ss.str(), bank->layout));
+    const std::string config_text = read_regular_file(opt.model_dir + "/config.json");
+    store::Manifest m = store::read_manifest(manifest, *bank, store::model_identity(config_text, bank->layout));
     store::StreamOptions so;
-    if (!(opt.cache_gb > 0)) fail("--cache-gb must be positive");
-    so.cache_bytes = uint64_t(opt.cache_gb * 1e9);
+    if (!(opt.cache_gb > 0) || !std::isfinite(opt.cache_gb)) fail("--cache-gb must be a positive number");
+    // Budgets past 2^64 bytes saturate (and are then refused against physical memory).
+    so.cache_bytes = opt.cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.cache_gb * 1e9) : UINT64_MAX;
     so.prefetch = opt.prefetch;
     so.reader.engine = opt.reader;
     so.reader.verify = opt.verify_reads;
@@ -160,6 +164,11 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
   GenerateResult r = runtime::generate(engine_.model(), *state_, prompt.subspan(reused_), opt, on_token, on_step);
+  if (r.stop_reason == "cancelled") {
+    // A pass may have stopped between layers: nothing in the state can be trusted or reused.
+    state_->reset();
+    return r;
+  }
   if (reuse_) tape_ = tape_after(prompt, r.generated);
   return r;
 }

@@ -85,6 +85,10 @@ class Session {
   Session(Engine& engine, bool reuse_state);
   // Runs prompt + continuation; with opt.drafter null the engine's drafter is used. When the prompt
   // strictly extends the tokens this session's state holds, only the new suffix is fed.
+  // Cancellation: set opt.cancel to an atomic flag the caller owns (one per request) and store true
+  // in it from any thread (a signal handler, a connection watcher); within one layer of a pass or
+  // before the next chunk or step, generate() returns the tokens generated so far with
+  // stop_reason "cancelled", and the session's state is reset (the next call prefills afresh).
   GenerateResult generate(std::span<const int32_t> prompt, GenerateOptions opt,
                           const std::function<void(int32_t)>& on_token = {},
                           const std::function<void(const StepInfo&)>& on_step = {});

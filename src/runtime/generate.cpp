@@ -13,11 +13,11 @@ using clock = std::chrono::steady_clock;
 
 double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
 
-}  // namespace
-
-GenerateResult generate(model::Target& m, model::State& state, std::span<const int32_t> prompt,
-                        const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
-                        const std::function<void(const StepInfo&)>& on_step) {
+// The loop itself; fills r as it goes, so that a cancellation (model::Cancelled, thrown between
+// chunks, steps or layers) leaves in r what was generated before it.
+void run_generation(model::Target& m, model::State& state, std::span<const int32_t> prompt,
+                    const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
+                    const std::function<void(const StepInfo&)>& on_step, GenerateResult& r) {
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
   if (opt.prefill_chunk < 0) fail("prefill chunk must not be negative");
   // Each pass reads every routed expert of its union once, so fewer, longer passes read less:
@@ -28,8 +28,10 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
   const int64_t V = m.info().vocab_size;
   Sampler sampler(opt.sampling);
   DraftController controller(opt.controller);
-  GenerateResult r;
   r.stop_reason = "max_new";
+  auto check_cancel = [&] {
+    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw model::Cancelled();
+  };
 
   std::vector<float> logits(static_cast<size_t>(V));
   std::vector<float> probs;
@@ -39,6 +41,7 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
   std::vector<float> hidden_rows;
   model::HiddenCapture capture;
   auto with_capture = [&](model::PassOptions po, size_t rows) {
+    po.cancel = opt.cancel;
     if (!hidden_layers) return po;
     hidden_rows.resize(rows * hidden_layers->size() * size_t(m.info().hidden_size));
     capture = {*hidden_layers, hidden_rows.data()};
@@ -50,6 +53,7 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
   };
   auto t0 = clock::now();
   for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
+    check_cancel();
     size_t n = std::min(prompt.size() - at, size_t(chunk));
     const int64_t first = state.length();
     m.forward(state, prompt.subspan(at, n), with_capture({}, n), logits.data());
@@ -61,7 +65,7 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
     return sampler.draw(probs);
   };
   r.prefill_ms = ms_since(t0);
-  if (opt.max_new <= 0) return r;
+  if (opt.max_new <= 0) return;
 
   // history = prompt + generated; its last token is the pending one (not yet fed to the target).
   std::vector<int32_t> history(prompt.begin(), prompt.end());
@@ -92,6 +96,7 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
   auto read_totals = [&] { return provider ? provider->read_totals() : store::ExpertProvider::ReadTotals{}; };
   bool asked_last = true;  // the drafter caught up after the prefill
   while (!done) {
+    check_cancel();
     auto ts = clock::now();
     const auto reads0 = read_totals();
     const int64_t requests0 = m.counters().expert_requests;
@@ -183,6 +188,19 @@ GenerateResult generate(model::Target& m, model::State& state, std::span<const i
     if (on_step) on_step(step);
   }
   r.decode_ms = ms_since(t1);
+}
+
+}  // namespace
+
+GenerateResult generate(model::Target& m, model::State& state, std::span<const int32_t> prompt,
+                        const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
+                        const std::function<void(const StepInfo&)>& on_step) {
+  GenerateResult r;
+  try {
+    run_generation(m, state, prompt, opt, on_token, on_step, r);
+  } catch (const model::Cancelled&) {
+    r.stop_reason = "cancelled";
+  }
   return r;
 }
 

@@ -4,6 +4,7 @@
 // and the target's own next token follows. The target decides every token: greedy output is the
 // same with drafting on or off, and sampled output keeps the target's distribution exactly.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -26,6 +27,11 @@ struct GenerateOptions {
   Drafter* drafter = nullptr;   // optional
   ControllerOptions controller;
   int fixed_depth = -1;         // >= 0: always draft this many (tests, benchmarks); -1: controller decides
+  // Cancellation (SIGINT in `run`, a client gone in `serve`): any thread may set *cancel; the
+  // loop checks it before every prefill chunk and decode step, and the target before every layer
+  // of a pass. generate() then returns what it generated so far with stop_reason "cancelled",
+  // and the state is unusable until reset (Session::generate resets it). Never cleared by sluice.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One decode step as the loop saw it (for event logs and --stats).
@@ -42,7 +48,7 @@ struct StepInfo {
 struct GenerateResult {
   std::vector<int32_t> generated;
   double prefill_ms = 0, decode_ms = 0;
-  std::string stop_reason;  // "eos" or "max_new"
+  std::string stop_reason;  // "eos", "max_new" or "cancelled"
   int64_t steps = 0, proposed = 0, accepted = 0;
 };
 

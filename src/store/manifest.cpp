@@ -4,9 +4,11 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
 
@@ -65,6 +67,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
 }
 
 Manifest read_manifest(const std::string& path, const ExpertBank& bank, const std::string& model_id) {
+  require_regular_if_exists(path);  // a FIFO in the manifest's place must not block the reader
   json j = format::read_json_file(path);
   const std::string& w = path;
   if (!j.is_object() || format::get_string_or(j, "format", "", w) != kManifestFormat)
@@ -88,6 +91,11 @@ Manifest read_manifest(const std::string& path, const ExpertBank& bank, const st
   for (const json& h : format::get_array(j, "homes", w)) {
     Home home;
     home.path = format::get_string(h, "path", w + " homes[]");
+    if (home.path.empty()) fail(path, ": homes[] has an empty path");
+    // A relative home is relative to the manifest (the model directory), never to the working
+    // directory of whoever runs sluice: the same install must read the same files from anywhere.
+    if (home.path[0] != '/')
+      home.path = (std::filesystem::absolute(path).parent_path() / home.path).lexically_normal().string();
     home.capacity_bytes = uint64_t(format::get_int_or(h, "capacity_bytes", 0, w + " homes[]"));
     home.read_bytes_per_s = format::get_number_or(h, "read_bytes_per_s", 0, w + " homes[]");
     m.homes.push_back(home);

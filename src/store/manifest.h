@@ -15,7 +15,7 @@ inline constexpr int kManifestVersion = 2;
 inline constexpr const char* kManifestFormat = "sluice-expert-manifest";
 
 struct Home {
-  std::string path;
+  std::string path;  // absolute; a relative path in a manifest is resolved against the manifest's directory
   uint64_t capacity_bytes = 0;  // 0 = unlimited
   double read_bytes_per_s = 0;  // measured by prepare (or `sluice bench drives`); 0 = unknown
 };

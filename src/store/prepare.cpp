@@ -17,8 +17,11 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/parse_number.h"
+#include "core/regular_file.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
+#include "store/home_file.h"
 #include "store/resident_experts.h"
 
 namespace sluice::store {
@@ -26,29 +29,15 @@ namespace fs = std::filesystem;
 
 Home parse_home_spec(const std::string& spec) {
   Home h;
-  size_t colon = spec.rfind(':');
   h.path = spec;
-  if (colon != std::string::npos && colon + 1 < spec.size() && std::isdigit((unsigned char)spec[colon + 1])) {
+  // Whatever follows the last ':' is the capacity and must be one: "PATH:abc" is a mistake, not a
+  // directory named "PATH:abc" (a path that holds ':' is given with its capacity after it).
+  size_t colon = spec.rfind(':');
+  if (colon != std::string::npos) {
     h.path = spec.substr(0, colon);
-    std::string cap = spec.substr(colon + 1);
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(cap, &used);
-    } catch (const std::exception&) {
-      fail("--home ", spec, ": capacity '", cap, "' is not a number");
-    }
-    double mult = 1;
-    std::string unit = cap.substr(used);
-    if (unit == "K" || unit == "k") mult = 1e3;
-    else if (unit == "M") mult = 1e6;
-    else if (unit == "G") mult = 1e9;
-    else if (unit == "T") mult = 1e12;
-    else if (!unit.empty()) fail("--home ", spec, ": capacity unit '", unit, "' is not K, M, G or T");
-    if (!(v > 0)) fail("--home ", spec, ": capacity must be positive");
-    h.capacity_bytes = uint64_t(v * mult);
+    h.capacity_bytes = parse_byte_size(spec.substr(colon + 1), cat("--home ", spec, ": capacity"));
   }
-  if (h.path.empty()) fail("--home: empty path");
+  if (h.path.empty()) fail("--home ", spec, ": empty path");
   h.path = fs::absolute(h.path).lexically_normal().string();
   return h;
 }
@@ -134,29 +123,28 @@ std::string layer_file(int64_t layer) {
   return buf;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::string& path) { return read_regular_file(path); }
 
 }  // namespace
 
 std::string expert_file(const std::string& model_id, int64_t layer) { return model_id + "/" + layer_file(layer); }
 
+bool check_home(const Home& home, const std::string& model_id) {
+  std::string marker = home.path + "/sluice-home.json";
+  if (!fs::exists(marker)) return false;
+  require_regular_if_exists(marker);
+  nlohmann::json j = format::read_json_file(marker);
+  std::string other = format::get_string_or(j, "model_id", "", marker);
+  if (other != model_id)
+    fail("home ", home.path, " already holds the experts of another model (model_id ", other, "; this model is ",
+         model_id, "); use an empty directory per model");
+  return true;
+}
+
 void claim_home(const Home& home, const std::string& model_id) {
+  if (check_home(home, model_id)) return;
   fs::create_directories(home.path);
   std::string marker = home.path + "/sluice-home.json";
-  if (fs::exists(marker)) {
-    nlohmann::json j = format::read_json_file(marker);
-    std::string other = format::get_string_or(j, "model_id", "", marker);
-    if (other != model_id)
-      fail("home ", home.path, " already holds the experts of another model (model_id ", other, "; this model is ",
-           model_id, "); use an empty directory per model");
-    return;
-  }
   nlohmann::json j = {{"format", "sluice-home"}, {"version", 1}, {"model_id", model_id}};
   format::write_file_atomic(marker, j.dump(2) + "\n");
 }
@@ -183,9 +171,8 @@ double measure_read_bandwidth(const std::string& home, const std::vector<std::st
   uint64_t done = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (const auto& f : files) {
-    std::string path = home + "/" + f;
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY);
+    std::string why;
+    int fd = open_home_file(home, f, O_RDONLY | O_DIRECT, why);
     if (fd < 0) continue;
     for (off_t off = 0; done < max_bytes; off += off_t(chunk)) {
       ssize_t r = ::pread(fd, buf.get(), chunk, off);

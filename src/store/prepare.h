@@ -32,10 +32,14 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
 
 // Marks `home` as holding the experts of `model_id` (sluice-home.json); refuses a home of another model.
 void claim_home(const Home& home, const std::string& model_id);
+// Refuses (throws naming both ids) a home whose marker names another model; writes nothing.
+// Returns whether the home is marked as this model's already.
+bool check_home(const Home& home, const std::string& model_id);
 // The file (relative to a home) that holds a layer's expert records.
 std::string expert_file(const std::string& model_id, int64_t layer);
 
-// Parses "PATH[:CAPACITY]" where CAPACITY is bytes with an optional K/M/G/T suffix.
+// Parses "PATH[:CAPACITY]" where CAPACITY is bytes with an optional K/M/G/T suffix (powers of
+// 1000); text after the last ':' must be a capacity. Throws naming the spec.
 Home parse_home_spec(const std::string& spec);
 
 // O_DIRECT read bandwidth of a home over up to `max_bytes` of the given files (bytes/s).

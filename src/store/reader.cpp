@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include "core/error.h"
+#include "store/home_file.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
@@ -43,55 +45,75 @@ double HomeStats::p99_ms() const {
 #ifdef SLUICE_HAVE_URING
 struct ExpertReader::Uring {
   io_uring ring{};
-  ~Uring() { io_uring_queue_exit(&ring); }
+  bool live = false;  // set once io_uring_queue_init succeeded
+  ~Uring() {
+    if (live) io_uring_queue_exit(&ring);
+  }
 };
 #else
 struct ExpertReader::Uring {};
 #endif
 
 ExpertReader::ExpertReader(const Manifest& m, const ReaderOptions& opt) : m_(m), opt_(opt) {
+  // Everything that can fail is checked before the first thread starts, and a thread that cannot
+  // be started stops the ones already running: a constructor that throws with joinable threads
+  // would end the process in std::terminate instead of reporting the error.
+  if (opt_.queue_depth < 1 || opt_.queue_depth > kMaxQueueDepth)
+    fail("reader queue depth ", opt_.queue_depth, " is outside 1..", kMaxQueueDepth);
+  if (opt_.engine != "auto" && opt_.engine != "io_uring" && opt_.engine != "pread")
+    fail("reader engine '", opt_.engine, "' is not auto, io_uring or pread");
   const size_t H = m.homes.size();
   stats_.resize(H);
   inflight_bytes_.assign(H, 0);
   inflight_.assign(H, 0);
   delay_.assign(H, 0.0);
   healthy_.assign(H, true);
-  if (opt_.queue_depth < 1) opt_.queue_depth = 1;
   for (size_t h = 0; h < H; ++h) {
     double bw = m.homes[h].read_bytes_per_s > 0 ? m.homes[h].read_bytes_per_s : 1e9;
     stats_[h].bandwidth = bw / opt_.queue_depth;  // per-read share
   }
   bool want_uring = opt_.engine == "io_uring" || opt_.engine == "auto";
-  if (opt_.engine != "auto" && opt_.engine != "io_uring" && opt_.engine != "pread")
-    fail("reader engine '", opt_.engine, "' is not auto, io_uring or pread");
 #ifdef SLUICE_HAVE_URING
   if (want_uring) {
     auto u = std::make_unique<Uring>();
     unsigned entries = unsigned(std::max<size_t>(8, H * size_t(opt_.queue_depth) * 2));
-    if (io_uring_queue_init(entries, &u->ring, 0) == 0) {
+    int rc = io_uring_queue_init(entries, &u->ring, 0);
+    if (rc == 0) {
+      u->live = true;
       uring_ = std::move(u);
     } else if (opt_.engine == "io_uring") {
-      fail("io_uring is not available on this system (io_uring_queue_init failed); use --reader pread");
+      fail("io_uring is not available here (io_uring_queue_init with ", entries, " entries: ", std::strerror(-rc),
+           "); use --reader pread");
     }
   }
 #else
   if (opt_.engine == "io_uring") fail("this sluice was built without liburing; use --reader pread");
   (void)want_uring;
 #endif
-  if (uring_) {
-    threads_.emplace_back([this] { uring_loop(); });
-  } else {
-    for (size_t i = 0; i < H * size_t(opt_.queue_depth); ++i) threads_.emplace_back([this] { pread_worker(); });
+  const size_t threads = uring_ ? 1 : H * size_t(opt_.queue_depth);
+  try {
+    for (size_t i = 0; i < threads; ++i) {
+      if (uring_) threads_.emplace_back([this] { uring_loop(); });
+      else threads_.emplace_back([this] { pread_worker(); });
+    }
+  } catch (const std::system_error& e) {
+    stop_threads();
+    fail("cannot start ", threads, " expert reader threads (", e.what(), "); lower --queue-depth");
   }
 }
 
-ExpertReader::~ExpertReader() {
+void ExpertReader::stop_threads() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_job_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+ExpertReader::~ExpertReader() {
+  stop_threads();
   for (auto& [path, fd] : fds_) ::close(fd);
 }
 
@@ -210,12 +232,13 @@ int ExpertReader::pick_holder(Job& j) {
   return busy ? -2 : -1;
 }
 
-int ExpertReader::open_file(int home, const std::string& file) {
-  std::string path = m_.homes[size_t(home)].path + "/" + file;
+int ExpertReader::open_file(int home, const std::string& file, std::string& why) {
+  const std::string& dir = m_.homes[size_t(home)].path;
+  std::string path = dir + "/" + file;
   auto it = fds_.find(path);
   if (it != fds_.end()) return it->second;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // filesystems without O_DIRECT
+  // No symlinks below the home and regular files only: a FIFO would block a reader thread forever.
+  int fd = open_home_file(dir, file, O_RDONLY | O_DIRECT, why);
   if (fd >= 0) fds_[path] = fd;
   return fd;
 }
@@ -284,16 +307,16 @@ void ExpertReader::pread_worker() {
     const Holder h = m_.of(j.layer, j.expert)[size_t(holder)];
     inflight_[size_t(h.home)] += 1;
     inflight_bytes_[size_t(h.home)] += h.length;
-    int fd = open_file(h.home, h.file);
+    std::string why;
+    int fd = open_file(h.home, h.file, why);
     double delay = delay_[size_t(h.home)];
     std::byte* dst = j.dst;
     lock.unlock();
     double t0 = now_s();
-    std::string why;
     bool ok = false;
     if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     if (fd < 0) {
-      why = cat("cannot open: ", std::strerror(errno));
+      why = cat("cannot open: ", why);
     } else {
       size_t got = 0;
       while (got < h.length) {
@@ -344,14 +367,15 @@ void ExpertReader::uring_loop() {
           continue;
         }
         const Holder& h = m_.of(j.layer, j.expert)[size_t(holder)];
-        int fd = open_file(h.home, h.file);
+        std::string why;
+        int fd = open_file(h.home, h.file, why);
         j.holder = holder;
         inflight_[size_t(h.home)] += 1;
         inflight_bytes_[size_t(h.home)] += h.length;
         uint64_t id = *it;
         it = queue_.erase(it);
         if (fd < 0) {
-          finish_attempt(id, j, false, cat("cannot open: ", std::strerror(errno)), 0);
+          finish_attempt(id, j, false, cat("cannot open: ", why), 0);
           it = queue_.begin();
           continue;
         }

@@ -34,6 +34,10 @@ struct ReadFailure : Error {
   size_t position;
 };
 
+// The most reads in flight per home the reader accepts (drives saturate far below it; each pread
+// engine slot is a thread).
+inline constexpr int kMaxQueueDepth = 256;
+
 struct ReaderOptions {
   bool verify = true;        // xxh3 of every record against the manifest
   std::string engine = "auto";  // auto | io_uring | pread
@@ -42,6 +46,7 @@ struct ReaderOptions {
 
 class ExpertReader {
  public:
+  // Throws Error (never terminates) when the options are bad or the engine cannot start.
   ExpertReader(const Manifest& m, const ReaderOptions& opt);
   ~ExpertReader();
   ExpertReader(const ExpertReader&) = delete;
@@ -82,8 +87,9 @@ class ExpertReader {
   };
   int pick_holder(Job& j);                   // under mu_; -1 if none left
   void finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds);  // under mu_
-  int open_file(int home, const std::string& file);  // under mu_
+  int open_file(int home, const std::string& file, std::string& why);  // under mu_; -1 and why on failure
   bool check(const Job& j, const Holder& h) const;
+  void stop_threads();  // asks every thread to stop and joins it
   void pread_worker();
   void uring_loop();
 

@@ -1,20 +1,43 @@
 // Streaming expert provider: slot arena, hit/miss handling, prefetch, eviction, counters.
 #include "store/streaming_experts.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <new>
 
 #include "core/error.h"
 
 namespace sluice::store {
 
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
 StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
     : m_(std::move(manifest)), opt_(opt), heat_(m_.num_layers, m_.num_experts) {
   const uint64_t slot = m_.layout.slot_bytes;
+  // A budget beyond the machine's memory can never be met: refuse it with the numbers, rather
+  // than fail in the allocator (or swap) later.
+  const uint64_t physical = physical_memory_bytes();
+  if (physical && opt_.cache_bytes > physical)
+    fail("--cache-gb: the expert cache budget of ", opt_.cache_bytes / 1e9, " GB is more than this machine's ",
+         physical / 1e9, " GB of memory");
   size_t n = size_t(opt_.cache_bytes / slot);
   if (n < 2) fail("--cache-gb: the expert cache must hold at least 2 experts (", 2 * slot / 1e6, " MB)");
+  // The arena is touched at load, so it is never larger than the bank it caches: with every
+  // expert in a slot of its own nothing is ever evicted, and more slots would only cost memory.
+  uint64_t bank_experts = 0;
+  for (const auto& layer : m_.holders) bank_experts += layer.size();
+  n = std::max<size_t>(1, std::min<size_t>(n, size_t(bank_experts)));
   // Half the slots are reserved for the next layer's prefetch when prefetch is on.
   max_batch_ = opt_.prefetch ? std::max<size_t>(1, n / 2) : n;
-  arena_ = allocate_touched(n * slot, ExpertLayout::kAlign);
+  try {
+    arena_ = allocate_touched(n * slot, ExpertLayout::kAlign);
+  } catch (const std::bad_alloc&) {
+    fail("--cache-gb: cannot allocate the expert cache (", n, " experts, ", n * slot / 1e9, " GB)");
+  }
   slots_.resize(n);
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
   predicted_.resize(size_t(m_.num_layers));

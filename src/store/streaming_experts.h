@@ -18,7 +18,12 @@
 
 namespace sluice::store {
 
+// The machine's physical memory (sysconf), or 0 when unknown.
+uint64_t physical_memory_bytes();
+
 struct StreamOptions {
+  // Budget of the slot arena; a budget above physical memory is refused, and the arena never has
+  // more slots than the bank has experts.
   uint64_t cache_bytes = 1ull << 30;
   ReaderOptions reader;
   bool prefetch = true;

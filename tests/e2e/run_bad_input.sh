@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad checkpoints and configs given to `sluice run` must give a one-line error naming the file
-# and tensor or field, exit 1, and never crash. Usage: run_bad_input.sh <sluice> <source-dir>
+# and tensor or field, exit 1, and never crash or hang; bad option values are usage errors (exit
+# 2) naming the option and the value. Usage: run_bad_input.sh <sluice> <source-dir>
 set -euo pipefail
 sluice=$1
 work=$(mktemp -d)
@@ -12,11 +13,16 @@ make_model() {  # a fresh single-shard tiny K3 checkpoint in $work/$1
   "$sluice" make-tiny --arch kimi_k3 --out "$work/$1" --shards 1 --seed 3 2>/dev/null
 }
 
-expect_error() {  # name, model dir, substring...
+expect_error() {  # name, model dir, substring... [--cache-gb GB: run with that budget]
   local name=$1 dir=$2
   shift 2
+  local extra=()
+  if [ $# -ge 2 ] && [ "${*: -2:1}" = "--cache-gb" ]; then
+    extra=(--cache-gb "${*: -1}")
+    set -- "${@:1:$(($# - 2))}"
+  fi
   local out rc=0
-  out=$("$sluice" run --model "$dir" --prompt-ids 1,2,3 --max-new 2 2>&1 >/dev/null) || rc=$?
+  out=$(timeout 60 "$sluice" run --model "$dir" --prompt-ids 1,2,3 --max-new 2 "${extra[@]}" 2>&1 >/dev/null) || rc=$?
   local ok=1
   [ "$rc" -eq 1 ] || { echo "FAIL $name: exit code $rc (want 1)"; ok=0; }
   [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || { echo "FAIL $name: error is not one line: $out"; ok=0; }
@@ -82,6 +88,45 @@ make_model m9
 out=$("$sluice" run --model "$work/m9" --prompt-ids 1,99999 --max-new 1 2>&1 >/dev/null) && rc=0 || rc=$?
 case "$out" in *"token id 99999"*) echo "ok   token outside vocabulary: $out" ;;
   *) echo "FAIL token outside vocabulary: rc=$rc $out"; failures=$((failures + 1)) ;; esac
+
+# Usage errors (exit 2, one line naming the option and the value), checked at parse time.
+expect_usage() {  # name, substring, sluice args...
+  local name=$1 want=$2
+  shift 2
+  local out rc=0
+  out=$("$sluice" "$@" 2>&1 >/dev/null) || rc=$?
+  local first
+  first=$(printf '%s\n' "$out" | head -1)
+  if [ "$rc" -eq 2 ] && case "$first" in *"$want"*) true ;; *) false ;; esac; then
+    echo "ok   $name: $first"
+  else
+    echo "FAIL $name: exit $rc (want 2), message lacks '$want': $out"
+    failures=$((failures + 1))
+  fi
+}
+make_model u1
+expect_usage "queue depth past the reader's limit" "--queue-depth: 32768 is outside 1..256" \
+  run --model "$work/u1" --prompt-ids 1,2 --queue-depth 32768
+expect_usage "unknown reader engine" "--reader: 'bogus' is not one of auto, io_uring, pread" \
+  run --model "$work/u1" --prompt-ids 1,2 --reader bogus
+expect_usage "capacity that is not a size" "/x:abc: capacity: 'abc' is not a size" \
+  prepare --model "$work/u1" --home "$work/x:abc"
+expect_usage "hex count" "--max-new: '0x10' is not a decimal integer" run --model "$work/u1" --prompt-ids 1 --max-new 0x10
+expect_usage "infinite cache" "--cache-gb: 'inf' is not a decimal number" run --model "$work/u1" --prompt-ids 1 --cache-gb inf
+expect_usage "unknown experts mode" "--experts: 'both' is not one of" run --model "$work/u1" --prompt-ids 1 --experts both
+expect_usage "top-p above 1" "--top-p: 1.5 is outside 0..1" run --model "$work/u1" --prompt-ids 1 --top-p 1.5
+expect_usage "negative retries" "--retries: -1 is outside 0..1000" setup --source "$work/u1" --model "$work/u1b" --full --retries -1
+
+# A cache budget past physical memory is refused with the numbers (not "internal error: bad_alloc").
+make_model c1
+"$sluice" prepare --model "$work/c1" --home "$work/c1-home" --no-measure 2>/dev/null
+expect_error "cache budget past physical memory" "$work/c1" "--cache-gb" "100000 GB" "GB of memory" --cache-gb 100000
+
+# A FIFO in a shard's place is refused by name instead of blocking `run` forever.
+make_model f1
+rm "$work/f1/model.safetensors"
+mkfifo "$work/f1/model.safetensors"
+expect_error "FIFO in place of a shard" "$work/f1" "model.safetensors" "FIFO"
 
 if [ $failures -ne 0 ]; then
   echo "$failures bad-input case(s) failed"

@@ -43,4 +43,22 @@ cmp -s "$work/full/model-00002-of-00002.safetensors" "$work/src/model-00002-of-0
 "$sluice" upgrade --model "$work/full" 2>&1 | grep -q "already at manifest version" || fail "upgrade of a current install"
 if "$sluice" setup --source "$work/nowhere" --model "$work/x" --full 2>"$work/err.txt"; then fail "setup from a missing dir"; fi
 [ "$(wc -l <"$work/err.txt")" -eq 1 ] || fail "error is not one line: $(cat "$work/err.txt")"
+# Setup of another model into an installed directory (or onto its home) is refused before anything
+# is written: the install stays whole, verifiable and runnable.
+"$sluice" make-tiny --out "$work/other" --experts 8 --seed 4 >/dev/null 2>&1
+cp -a "$work/full" "$work/full.before"
+if "$sluice" setup --source "$work/other" --model "$work/full" --full --home "$work/full-home" --no-measure --quiet 2>"$work/err.txt"; then
+  fail "setup of another model into an installed directory"
+fi
+[ "$(wc -l <"$work/err.txt")" -eq 1 ] || fail "error is not one line: $(cat "$work/err.txt")"
+grep -q "holds another model" "$work/err.txt" || fail "refusal does not say why: $(cat "$work/err.txt")"
+diff -r "$work/full.before" "$work/full" >/dev/null || fail "a refused setup changed the installed directory"
+"$sluice" verify --model "$work/full" 2>/dev/null || fail "verify after a refused setup"
+got="$("$sluice" run --model "$work/full" --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')"
+[ "$got" = "$want" ] || fail "the install after a refused setup generated $got"
+if "$sluice" setup --source "$work/other" --model "$work/fresh" --full --home "$work/full-home" --no-measure --quiet 2>"$work/err.txt"; then
+  fail "setup of another model onto a home in use"
+fi
+grep -q "already holds the experts of another model" "$work/err.txt" || fail "home refusal: $(cat "$work/err.txt")"
+[ ! -e "$work/fresh" ] || fail "a refused setup created $work/fresh: $(ls "$work/fresh")"
 echo "setup_cli: ok"

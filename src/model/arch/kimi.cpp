@@ -246,6 +246,7 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
 
   int64_t kda_i = 0, mla_i = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (cancel_requested(opt)) throw Cancelled();
     const KimiLayerWeights& lw = weights_.layers[size_t(l)];
     // Attention input (AttnRes over the finished blocks and the running block sum).
     Buf a_in = h;

@@ -146,6 +146,7 @@ void Qwen3Model::forward(State& state, std::span<const int32_t> tokens, const Pa
   Buf cap = captured > 0 ? d.scratch(BufType::F32, T, captured * H) : Buf{};
   const kernels::Activation silu{.kind = kernels::ActKind::SiLU};
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
+    if (cancel_requested(opt)) throw Cancelled();
     const Qwen3LayerWeights& w = weights_.layers[l];
     d.rmsnorm(h, w.input_norm.v, c.rms_norm_eps, normed);
     gqa_forward(d, gqa_, w.attn, table, st.k[l].buf(), st.v[l].buf(), base, normed, out);
