@@ -2,6 +2,9 @@
 // socket and no "connection closed" query, so the probe finds the connection's socket by its
 // address pair (local and remote address and port, which the request does carry) among this
 // process's descriptors, then checks it without blocking: hang-up, error, or end of stream.
+// A client that has already ended its sending side when the probe is made (shutdown(SHUT_WR)
+// right after its request, as `nc -N` and some HTTP clients do) is waiting for the answer, not
+// gone: for it only a reset or a hang-up counts (a write to a client that really left fails too).
 #pragma once
 #include <string>
 
@@ -15,15 +18,18 @@ class ConnectionProbe {
   // True once the peer has closed (or the socket is gone: it was closed here).
   bool closed();
   bool inert() const { return inert_; }
+  bool half_closed() const { return half_closed_; }
 
  private:
   bool matches(int fd) const;
   int find_socket() const;
+  bool peer_finished_sending() const;
   std::string local_addr_, remote_addr_;
   int local_port_, remote_port_;
   int fd_ = -1;
   bool closed_ = false;
   bool inert_ = false;
+  bool half_closed_ = false;  // the client had shut its sending side before the probe was made
 };
 
 }  // namespace sluice::serve

@@ -28,6 +28,9 @@ struct ServeOptions {
   std::string api_key;               // empty: no check
   std::string model_id;              // empty: the model directory's name
   int64_t max_tokens = 1'000'000;    // cap on generated tokens per request
+  int64_t default_max_tokens = 4096; // chat requests without max_tokens
+  size_t max_connections = 256;      // open at once; more are answered 503 and closed
+  int header_timeout_s = 10;         // total time to receive a request's headers
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;
