@@ -161,8 +161,9 @@ TEST(ServeRequest, MalformedBodies) {
                            R"("function":{"name":"f","parameters":{"type":"object","properties":{"a":)" +
                            deep(30000) + "}}}}]}";
   std::string deep_schema = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"response_format":)"
-                            R"({"type":"json_schema","json_schema":{"name":"s","schema":)" +
-                            deep(50000) + "}}}";
+                            R"({"type":"json_schema","json_schema":{"name":"s",)"
+                            R"("schema":{"type":"object","properties":{"a":)" +
+                            deep(50000) + "}}}}}";
   for (const std::string& body : {deep_tools, deep_schema}) {
     ApiError e = chat_error(body);
     EXPECT_EQ(e.status, 400);
