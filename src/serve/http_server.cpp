@@ -53,24 +53,28 @@ std::string reason_for(int status, const httplib::Request& req, size_t limit) {
 }
 
 void handle_generation(Service& service, bool chat, const httplib::Request& req, httplib::Response& res) {
+  // Admission comes after validation and before tokenizing: a request that cannot run is refused
+  // before its prompt costs anything (prompts are tokenized by at most queue + 1 requests at once).
+  std::shared_ptr<Admission::Ticket> ticket;
+  auto admit = [&] {
+    if (service.shutting_down())
+      throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
+    ticket = service.admission().try_enter();
+    if (!ticket) {
+      res.set_header("Retry-After", "1");
+      throw ApiError(429,
+                     "The server is busy: one generation is running and " + std::to_string(service.options().queue) +
+                         " more may wait (--queue). Retry later.",
+                     "rate_limit_error", "", "rate_limit_exceeded");
+    }
+  };
   PreparedRequest p;
   try {
-    p = chat ? service.prepare_chat(req.body) : service.prepare_completion(req.body);
+    p = chat ? service.prepare_chat(req.body, admit) : service.prepare_completion(req.body, admit);
   } catch (const ApiError& e) {
     return send_error(res, e);
   } catch (const Error& e) {
     return send_error(res, ApiError(400, e.what(), "invalid_request_error"));
-  }
-  if (service.shutting_down())
-    return send_error(res, ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down"));
-  std::shared_ptr<Admission::Ticket> ticket = service.admission().try_enter();
-  if (!ticket) {
-    res.set_header("Retry-After", "1");
-    return send_error(res, ApiError(429,
-                                    "The server is busy: one generation is running and " +
-                                        std::to_string(service.options().queue) +
-                                        " more may wait (--queue). Retry later.",
-                                    "rate_limit_error", "", "rate_limit_exceeded"));
   }
   auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   static std::atomic<bool> warned{false};

@@ -118,8 +118,9 @@ void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat)
   p.created = unix_now();
 }
 
-PreparedRequest Service::prepare_completion(const std::string& body) {
+PreparedRequest Service::prepare_completion(const std::string& body, const std::function<void()>& admit) {
   CompletionRequest c = parse_completion_request(parse_body(body), limits_);
+  if (admit) admit();
   PreparedRequest p;
   p.prompt = tokenizer_->encode(c.prompt);
   fill_common(p, c, false);
@@ -127,7 +128,7 @@ PreparedRequest Service::prepare_completion(const std::string& body) {
   return p;
 }
 
-PreparedRequest Service::prepare_chat(const std::string& body) {
+PreparedRequest Service::prepare_chat(const std::string& body, const std::function<void()>& admit) {
   ChatRequest c = parse_chat_request(parse_body(body), limits_);
   if (!format_)
     throw ApiError(400, "This model's tokenizer has no chat format (Kimi K3 or Qwen3 specials); use /v1/completions.",
@@ -150,6 +151,7 @@ PreparedRequest Service::prepare_chat(const std::string& body) {
       invalid("response_format", "Qwen3's chat format has no response_format control; give type 'text'.",
               "unsupported_value");
   }
+  if (admit) admit();
   PreparedRequest p;
   p.chat = true;
   p.format = *format_;

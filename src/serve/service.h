@@ -68,9 +68,12 @@ class Service {
   Json models_json() const;
   Json health_json() const;
 
-  // Throw ApiError (400/404) for bad requests.
-  PreparedRequest prepare_completion(const std::string& body);
-  PreparedRequest prepare_chat(const std::string& body);
+  // Throw ApiError (400/404) for bad requests. `admit` runs once the body is validated and before
+  // the prompt is tokenized (the costly part: a 100 MB prompt is seconds of work and gigabytes),
+  // so that the HTTP layer takes the request's admission place first and refuses it (429) rather
+  // than tokenize prompts that will not run; it throws ApiError to refuse.
+  PreparedRequest prepare_completion(const std::string& body, const std::function<void()>& admit = {});
+  PreparedRequest prepare_chat(const std::string& body, const std::function<void()>& admit = {});
 
   // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
   // through `write` (false = the client is gone) and return null; others return the response JSON.
