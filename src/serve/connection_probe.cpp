@@ -81,13 +81,17 @@ bool ConnectionProbe::closed() {
   if (poll(&p, 1, 0) <= 0) return false;
   if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return closed_ = true;
   if (half_closed_) return false;  // its end of stream came with its request
-  if (p.revents & POLLRDHUP) return closed_ = true;
-  if (p.revents & POLLIN) {
-    char c;
-    ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) return closed_ = true;  // orderly end of stream; n > 0 is a pipelined request
+  bool end_of_stream = p.revents & POLLRDHUP;
+  if (!end_of_stream && (p.revents & POLLIN)) {
+    char c;  // n > 0 is a pipelined request
+    end_of_stream = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
-  return false;
+  if (!end_of_stream) return false;
+  if (std::chrono::steady_clock::now() - made_ < kHalfCloseGrace) {
+    half_closed_ = true;  // a half-close that trailed its request a little
+    return false;
+  }
+  return closed_ = true;
 }
 
 }  // namespace sluice::serve

@@ -48,10 +48,24 @@ TEST(ServeProbe, ClientThatClosesIsGone) {
   ConnectionProbe p = c.probe();
   ASSERT_FALSE(p.inert());
   EXPECT_FALSE(p.closed());
+  // An end of stream right after the request is a half-close; one later is a departure.
+  std::this_thread::sleep_for(ConnectionProbe::kHalfCloseGrace);
+  EXPECT_FALSE(p.closed());
   ::close(c.client);
   c.client = -1;
   c.settle();
   EXPECT_TRUE(p.closed());
+}
+
+TEST(ServeProbe, HalfCloseTrailingTheRequestIsStillWaiting) {
+  Connection c;
+  ConnectionProbe p = c.probe();
+  EXPECT_FALSE(p.half_closed());
+  c.settle();
+  ::shutdown(c.client, SHUT_WR);  // a client a little slower to half-close than to send
+  c.settle();
+  EXPECT_FALSE(p.closed());
+  EXPECT_TRUE(p.half_closed());
 }
 
 TEST(ServeProbe, HalfClosedClientIsStillWaiting) {
