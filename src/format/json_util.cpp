@@ -94,6 +94,26 @@ struct DuplicateKeyFinder : json::json_sax_t {
 
 }  // namespace
 
+size_t json_depth_overflow(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
 std::string describe_json(const json& value) {
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   constexpr size_t kMax = 60;
@@ -102,6 +122,12 @@ std::string describe_json(const json& value) {
 }
 
 json parse_json_text(std::string_view text, const std::string& where) {
+  if (size_t at = json_depth_overflow(text); at != std::string_view::npos) {
+    size_t line = 0, column = 0;
+    line_column(text, at, &line, &column);
+    fail(where, ": JSON nested deeper than the limit of ", kMaxJsonDepth, " levels at byte ", at, " (line ", line,
+         ", column ", column, ")");
+  }
   json result;
   try {
     result = json::parse(text.begin(), text.end());

@@ -11,10 +11,32 @@
 
 namespace sluice::format {
 
+// The deepest nesting of arrays and objects accepted in any JSON document the engine reads.
+// nlohmann's dump, copy and comparison recurse once per level, so a value nested tens of
+// thousands deep overflows a thread's stack; every parse refuses such input before a value
+// exists, which keeps every later dump (messages, chat templates, responses) shallow.
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Byte offset of the '[' or '{' that opens nesting level `max_depth` + 1 in `text`, or npos when
+// the text never nests deeper. An iterative scan of the bytes (brackets inside strings do not
+// count); for text that is not valid JSON it is still an upper bound on what a parser would open.
+size_t json_depth_overflow(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
 // Parses `text`; `where` (usually the file path) starts every error message. Rejects invalid JSON
-// (naming the byte offset, line and column) and duplicate keys in any object (nlohmann would
-// otherwise keep the last one silently).
+// (naming the byte offset, line and column), nesting deeper than kMaxJsonDepth and duplicate keys
+// in any object (nlohmann would otherwise keep the last one silently).
 nlohmann::json parse_json_text(std::string_view text, const std::string& where);
+
+// For parsers that answer bad input their own way: the parsed value, or a discarded one when
+// `text` is not valid JSON or nests deeper than kMaxJsonDepth (then *too_deep is set, if given).
+// The only other way JSON is parsed here; JsonT is nlohmann::json or nlohmann::ordered_json.
+template <class JsonT>
+JsonT parse_json_or_discarded(std::string_view text, bool* too_deep = nullptr) {
+  bool deep = json_depth_overflow(text) != std::string_view::npos;
+  if (too_deep) *too_deep = deep;
+  if (deep) return JsonT(JsonT::value_t::discarded);
+  return JsonT::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
 
 // Reads and parses a JSON file; refuses files larger than `max_bytes`.
 nlohmann::json read_json_file(const std::string& path, size_t max_bytes = size_t(1) << 30);

@@ -37,6 +37,15 @@ ConnectionProbe::ConnectionProbe(std::string local_addr, int local_port, std::st
       remote_port_(remote_port) {
   fd_ = find_socket();
   inert_ = fd_ < 0;
+  half_closed_ = !inert_ && peer_finished_sending();
+}
+
+bool ConnectionProbe::peer_finished_sending() const {
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & POLLRDHUP) return true;
+  char c;
+  return (p.revents & POLLIN) && recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 bool ConnectionProbe::matches(int fd) const {
@@ -70,13 +79,19 @@ bool ConnectionProbe::closed() {
   if (!matches(fd_)) return closed_ = true;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return closed_ = true;
-  if (p.revents & POLLIN) {
-    char c;
-    ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) return closed_ = true;  // orderly end of stream; n > 0 is a pipelined request
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return closed_ = true;
+  if (half_closed_) return false;  // its end of stream came with its request
+  bool end_of_stream = p.revents & POLLRDHUP;
+  if (!end_of_stream && (p.revents & POLLIN)) {
+    char c;  // n > 0 is a pipelined request
+    end_of_stream = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
-  return false;
+  if (!end_of_stream) return false;
+  if (std::chrono::steady_clock::now() - made_ < kHalfCloseGrace) {
+    half_closed_ = true;  // a half-close that trailed its request a little
+    return false;
+  }
+  return closed_ = true;
 }
 
 }  // namespace sluice::serve

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "serve/connection_probe.h"
+#include "serve/guarded_server.h"
 #include "serve/sse.h"
 
 namespace sluice::serve {
@@ -52,24 +53,28 @@ std::string reason_for(int status, const httplib::Request& req, size_t limit) {
 }
 
 void handle_generation(Service& service, bool chat, const httplib::Request& req, httplib::Response& res) {
+  // Admission comes after validation and before tokenizing: a request that cannot run is refused
+  // before its prompt costs anything (prompts are tokenized by at most queue + 1 requests at once).
+  std::shared_ptr<Admission::Ticket> ticket;
+  auto admit = [&] {
+    if (service.shutting_down())
+      throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
+    ticket = service.admission().try_enter();
+    if (!ticket) {
+      res.set_header("Retry-After", "1");
+      throw ApiError(429,
+                     "The server is busy: one generation is running and " + std::to_string(service.options().queue) +
+                         " more may wait (--queue). Retry later.",
+                     "rate_limit_error", "", "rate_limit_exceeded");
+    }
+  };
   PreparedRequest p;
   try {
-    p = chat ? service.prepare_chat(req.body) : service.prepare_completion(req.body);
+    p = chat ? service.prepare_chat(req.body, admit) : service.prepare_completion(req.body, admit);
   } catch (const ApiError& e) {
     return send_error(res, e);
   } catch (const Error& e) {
     return send_error(res, ApiError(400, e.what(), "invalid_request_error"));
-  }
-  if (service.shutting_down())
-    return send_error(res, ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down"));
-  std::shared_ptr<Admission::Ticket> ticket = service.admission().try_enter();
-  if (!ticket) {
-    res.set_header("Retry-After", "1");
-    return send_error(res, ApiError(429,
-                                    "The server is busy: one generation is running and " +
-                                        std::to_string(service.options().queue) +
-                                        " more may wait (--queue). Retry later.",
-                                    "rate_limit_error", "", "rate_limit_exceeded"));
   }
   auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   static std::atomic<bool> warned{false};
@@ -126,16 +131,14 @@ int serve_http(Service& service) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  httplib::Server svr;
-  // Every waiting request holds a connection thread; leave room for health checks and 429s.
-  const size_t threads = o.queue + 1 + 16;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  ConnectionLimits limits;
+  limits.max_connections = o.max_connections;
+  limits.header_timeout_ms = o.header_timeout_s * 1000;
+  GuardedServer svr(limits);
   svr.set_payload_max_length(o.max_request_bytes);
-  svr.set_keep_alive_timeout(5);
-  svr.set_read_timeout(30);
-  svr.set_write_timeout(30);
 
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    GuardedServer::headers_received();
     if (o.api_key.empty() || req.path == "/health" || req.path == "/v1/health")
       return httplib::Server::HandlerResponse::Unhandled;
     std::string auth = req.get_header_value("Authorization");
@@ -151,6 +154,15 @@ int serve_http(Service& service) {
   // Statuses httplib produces itself (404, 413, malformed HTTP) get an OpenAI-shaped body too.
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
+    if (GuardedServer::header_deadline_missed()) {
+      res.status = 408;
+      res.set_header("Connection", "close");
+      send_error(res, ApiError(408,
+                               "The request headers did not arrive within " + std::to_string(o.header_timeout_s) +
+                                   " s (--header-timeout).",
+                               "invalid_request_error", "", "request_timeout"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     std::string type = res.status >= 500 ? "server_error" : "invalid_request_error";
     std::string code = res.status == 413 ? "request_too_large" : res.status == 404 ? "unknown_url" : "";
     send_error(res, ApiError(res.status, reason_for(res.status, req, o.max_request_bytes), type, "", code));
@@ -197,6 +209,7 @@ int serve_http(Service& service) {
   } else if (!svr.bind_to_port(o.host, port)) {
     fail("cannot listen on ", o.host, ":", port, " (in use, or not an address of this machine?)");
   }
+  svr.raise_backlog();
   if (!is_loopback(o.host) && o.api_key.empty())
     std::fprintf(stderr, "sluice serve: warning: listening on %s without --api-key; anyone who can reach it may use it\n",
                  o.host.c_str());

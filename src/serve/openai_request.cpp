@@ -6,6 +6,8 @@
 #include <functional>
 #include <set>
 
+#include "format/json_util.h"
+
 namespace sluice::serve {
 namespace {
 
@@ -298,7 +300,12 @@ Json error_body(const ApiError& e) {
 }
 
 Json parse_body(const std::string& body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  Json j = format::parse_json_or_discarded<Json>(body, &too_deep);
+  if (too_deep)
+    invalid("", "The JSON body of your request nests arrays and objects deeper than this server's limit of " +
+                    std::to_string(format::kMaxJsonDepth) + " levels.",
+            "invalid_json");
   if (j.is_discarded())
     invalid("", "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
                 "HTTP library correctly. The OpenAI API expects a JSON payload.)",

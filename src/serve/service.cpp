@@ -45,8 +45,12 @@ Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, cons
 
 Service::Service(const ServeOptions& options) : opt_(options), admission_(options.queue) {
   SLUICE_CHECK(opt_.max_tokens >= 1, "--max-tokens must be at least 1");
+  SLUICE_CHECK(opt_.default_max_tokens >= 1, "--default-max-tokens must be at least 1");
   SLUICE_CHECK(opt_.max_context >= 2, "--max-context must be at least 2");
   SLUICE_CHECK(opt_.queue <= 64, "--queue must be at most 64 (got ", opt_.queue, ")");
+  SLUICE_CHECK(opt_.max_connections >= opt_.queue + 8, "--max-connections ", opt_.max_connections,
+               " leaves too little room: the running request, --queue ", opt_.queue,
+               " waiting ones and health checks need at least ", opt_.queue + 8);
   SLUICE_CHECK(opt_.max_request_bytes >= 1024, "--max-request-bytes must be at least 1024");
   engine_ = runtime::Engine::load(opt_.engine);
   tokenizer_ = engine_->tokenizer();
@@ -104,7 +108,7 @@ void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat)
                        " tokens. However, your " + (chat ? "messages" : "prompt") + " resulted in " +
                        std::to_string(n) + " tokens.",
                    "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
-  int64_t want = c.max_tokens > 0 ? c.max_tokens : (chat ? opt_.max_tokens : limits_.default_completion_tokens);
+  int64_t want = c.max_tokens > 0 ? c.max_tokens : (chat ? opt_.default_max_tokens : limits_.default_completion_tokens);
   p.max_new = std::min({want, opt_.max_tokens, opt_.max_context - n});
   p.common = c;
   if (!p.common.sampling.greedy() && !p.common.seed_given) {
@@ -114,8 +118,9 @@ void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat)
   p.created = unix_now();
 }
 
-PreparedRequest Service::prepare_completion(const std::string& body) {
+PreparedRequest Service::prepare_completion(const std::string& body, const std::function<void()>& admit) {
   CompletionRequest c = parse_completion_request(parse_body(body), limits_);
+  if (admit) admit();
   PreparedRequest p;
   p.prompt = tokenizer_->encode(c.prompt);
   fill_common(p, c, false);
@@ -123,7 +128,7 @@ PreparedRequest Service::prepare_completion(const std::string& body) {
   return p;
 }
 
-PreparedRequest Service::prepare_chat(const std::string& body) {
+PreparedRequest Service::prepare_chat(const std::string& body, const std::function<void()>& admit) {
   ChatRequest c = parse_chat_request(parse_body(body), limits_);
   if (!format_)
     throw ApiError(400, "This model's tokenizer has no chat format (Kimi K3 or Qwen3 specials); use /v1/completions.",
@@ -146,6 +151,7 @@ PreparedRequest Service::prepare_chat(const std::string& body) {
       invalid("response_format", "Qwen3's chat format has no response_format control; give type 'text'.",
               "unsupported_value");
   }
+  if (admit) admit();
   PreparedRequest p;
   p.chat = true;
   p.format = *format_;

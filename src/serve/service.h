@@ -28,6 +28,9 @@ struct ServeOptions {
   std::string api_key;               // empty: no check
   std::string model_id;              // empty: the model directory's name
   int64_t max_tokens = 1'000'000;    // cap on generated tokens per request
+  int64_t default_max_tokens = 4096; // chat requests without max_tokens
+  size_t max_connections = 256;      // open at once; more are answered 503 and closed
+  int header_timeout_s = 10;         // total time to receive a request's headers
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;
@@ -65,9 +68,12 @@ class Service {
   Json models_json() const;
   Json health_json() const;
 
-  // Throw ApiError (400/404) for bad requests.
-  PreparedRequest prepare_completion(const std::string& body);
-  PreparedRequest prepare_chat(const std::string& body);
+  // Throw ApiError (400/404) for bad requests. `admit` runs once the body is validated and before
+  // the prompt is tokenized (the costly part: a 100 MB prompt is seconds of work and gigabytes),
+  // so that the HTTP layer takes the request's admission place first and refuses it (429) rather
+  // than tokenize prompts that will not run; it throws ApiError to refuse.
+  PreparedRequest prepare_completion(const std::string& body, const std::function<void()>& admit = {});
+  PreparedRequest prepare_chat(const std::string& body, const std::function<void()>& admit = {});
 
   // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
   // through `write` (false = the client is gone) and return null; others return the response JSON.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/chat_internal.h"
 
 namespace sluice::tokenizer::chat_detail {
@@ -79,7 +80,7 @@ void normalize_arguments(ChatJson& fn, const std::string& where) {
       fn["arguments"] = ChatJson::object();
       return;
     }
-    ChatJson parsed = ChatJson::parse(raw, nullptr, false);
+    ChatJson parsed = format::parse_json_or_discarded<ChatJson>(raw);
     if (parsed.is_discarded()) {
       fn["arguments"] = ChatJson::object();
       fn["_xtml_json_block"] = raw;

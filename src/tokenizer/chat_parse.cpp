@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/chat_internal.h"
 #include "tokenizer/utf8.h"
 
@@ -110,7 +111,7 @@ class K3Parser final : public ReplyStream::Parser {
       return;
     }
     if (name == "argument" && mode_ == Mode::argument) {
-      ChatJson v = arg_type_ == "string" ? ChatJson(value_) : ChatJson::parse(value_, nullptr, false);
+      ChatJson v = arg_type_ == "string" ? ChatJson(value_) : format::parse_json_or_discarded<ChatJson>(value_);
       args_[arg_key_] = v.is_discarded() ? ChatJson(value_) : v;
     } else if (name == "call") {
       reply.tool_calls.push_back(ParsedToolCall{call_name_, has_json_block_ ? json_block_ : args_.dump()});
@@ -248,7 +249,7 @@ class Qwen3Parser final : public ReplyStream::Parser {
           return;
         }
         std::string inner(t.substr(pos_ + kCall.size(), close - pos_ - kCall.size()));
-        ChatJson call = ChatJson::parse(inner, nullptr, false);
+        ChatJson call = format::parse_json_or_discarded<ChatJson>(inner);
         if (!call.is_discarded() && call.is_object() && call.contains("name") && call["name"].is_string()) {
           ChatJson args = call.value("arguments", ChatJson::object());
           reply.tool_calls.push_back(

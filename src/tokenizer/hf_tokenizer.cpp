@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/byte_pair.h"
 #include "tokenizer/regex_splitter.h"
 #include "tokenizer/token_table.h"
@@ -61,7 +62,9 @@ bool flag(const Json& obj, const char* key, bool fallback) {
 class HfTokenizer final : public TableTokenizer {
  public:
   HfTokenizer(std::string_view data, const std::string& name) : name_(name) {
-    Json root = Json::parse(data.begin(), data.end(), nullptr, false);
+    bool too_deep = false;
+    Json root = format::parse_json_or_discarded<Json>(data, &too_deep);
+    SLUICE_CHECK(!too_deep, name, ": JSON nested deeper than the limit of ", format::kMaxJsonDepth, " levels");
     SLUICE_CHECK(!root.is_discarded(), name, ": not valid JSON");
     SLUICE_CHECK(root.is_object(), name, ": top level must be a JSON object");
     parse_normalizer(root.value("normalizer", Json()), name + ".normalizer");

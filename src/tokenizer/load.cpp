@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/token_table.h"
 #include "tokenizer/tokenizer.h"
 
@@ -14,7 +15,9 @@ namespace {
 // tokenizer_config.json's added_tokens_decoder: {"163584": {"content": "[BOS]", "special": true}, ...}.
 std::vector<SpecialToken> read_added_tokens_decoder(const std::string& path) {
   std::string data = read_whole_file(path);
-  nlohmann::json root = nlohmann::json::parse(data, nullptr, false);
+  bool too_deep = false;
+  nlohmann::json root = format::parse_json_or_discarded<nlohmann::json>(data, &too_deep);
+  SLUICE_CHECK(!too_deep, path, ": JSON nested deeper than the limit of ", format::kMaxJsonDepth, " levels");
   SLUICE_CHECK(!root.is_discarded() && root.is_object(), path, ": not a JSON object");
   std::vector<SpecialToken> out;
   auto it = root.find("added_tokens_decoder");

@@ -6,6 +6,7 @@
 // fuzz-sources: src/tokenizer/tiktoken_bpe.cpp src/tokenizer/token_table.cpp src/tokenizer/hf_tokenizer.cpp
 // fuzz-sources: src/tokenizer/unicode_nfc.cpp src/tokenizer/unicode_nfc_data.cpp src/tokenizer/chat_common.cpp
 // fuzz-sources: src/tokenizer/chat_k3.cpp src/tokenizer/chat_qwen3.cpp src/tokenizer/chat_parse.cpp
+// fuzz-sources: src/format/json_util.cpp
 // fuzz-libs: -lpcre2-8
 #include <cstddef>
 #include <cstdint>

@@ -49,6 +49,47 @@ TEST(JsonUtil, DuplicateKeysRejectedAtAnyDepth) {
   EXPECT_EQ(ok["z"][1]["a"], 4);
 }
 
+// Nesting `depth` arrays deep around `core`: "[[[core]]]".
+std::string nested(size_t depth, const std::string& core = "1") {
+  return std::string(depth, '[') + core + std::string(depth, ']');
+}
+
+TEST(JsonUtil, DepthLimitCountsBracketsOutsideStrings) {
+  EXPECT_EQ(json_depth_overflow(nested(kMaxJsonDepth)), std::string_view::npos);
+  EXPECT_EQ(json_depth_overflow(nested(kMaxJsonDepth + 1)), kMaxJsonDepth);  // the bracket that opens 257
+  const std::string four = R"({"a":[1,{"b":[]}],"c":{}})";  // four levels deep, at byte 13
+  EXPECT_EQ(json_depth_overflow(four, 4), std::string_view::npos);
+  EXPECT_EQ(json_depth_overflow(four, 3), 13u);
+  EXPECT_EQ(json_depth_overflow(four, 2), 8u);
+  // Brackets and escaped quotes inside strings are text, not nesting.
+  std::string in_string = "[\"" + std::string(1000, '[') + "\\\"{{{\"]";
+  EXPECT_EQ(json_depth_overflow(in_string), std::string_view::npos);
+  EXPECT_EQ(parse_json_text(in_string, "f").at(0).get<std::string>(), std::string(1000, '[') + "\"{{{");
+  // Closing brackets with nothing open never make the count negative (and so never hide depth).
+  EXPECT_EQ(json_depth_overflow("]]]]" + nested(kMaxJsonDepth + 1)), 4 + kMaxJsonDepth);
+}
+
+TEST(JsonUtil, DeepDocumentsAreRefusedBeforeAnyValueExists) {
+  json ok = parse_json_text(nested(kMaxJsonDepth), "f");
+  EXPECT_TRUE(ok.is_array());
+  // 100,000 levels (a config.json that used to crash `run`): one line naming the limit and where.
+  std::string msg = error_of([] { parse_json_text("{\"a\":" + nested(100000) + "}", "config.json"); });
+  EXPECT_CONTAINS(msg, "config.json: JSON nested deeper than the limit of 256 levels at byte 260 (line 1, column 261)");
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  EXPECT_LT(msg.size(), 200u);
+  std::string objects;
+  for (int i = 0; i < 50000; ++i) objects += "{\"k\":";
+  EXPECT_CONTAINS(error_of([&] { parse_json_text(objects, "f"); }), "deeper than the limit of 256 levels");
+  // The non-throwing form used by the tokenizer and the server: discarded, and says why.
+  bool too_deep = false;
+  EXPECT_TRUE(parse_json_or_discarded<nlohmann::ordered_json>(nested(30000), &too_deep).is_discarded());
+  EXPECT_TRUE(too_deep);
+  EXPECT_TRUE(parse_json_or_discarded<json>("[1,", &too_deep).is_discarded());
+  EXPECT_FALSE(too_deep);
+  EXPECT_EQ(parse_json_or_discarded<json>(nested(kMaxJsonDepth), &too_deep).dump(), nested(kMaxJsonDepth));
+  EXPECT_FALSE(too_deep);
+}
+
 TEST(JsonUtil, ReadFile) {
   std::string dir = (std::filesystem::temp_directory_path() / ("sluice-json-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);

@@ -154,6 +154,22 @@ TEST(ServeRequest, MalformedBodies) {
       EXPECT_EQ(e.code, "invalid_json");
     }
   }
+  // Nesting beyond the JSON depth limit anywhere in the body is refused at parse, naming the limit
+  // (these used to overflow the stack in recursive dumps: ~60 KB bodies).
+  auto deep = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+  std::string deep_tools = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",)"
+                           R"("function":{"name":"f","parameters":{"type":"object","properties":{"a":)" +
+                           deep(30000) + "}}}}]}";
+  std::string deep_schema = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"response_format":)"
+                            R"({"type":"json_schema","json_schema":{"name":"s",)"
+                            R"("schema":{"type":"object","properties":{"a":)" +
+                            deep(50000) + "}}}}}";
+  for (const std::string& body : {deep_tools, deep_schema}) {
+    ApiError e = chat_error(body);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.code, "invalid_json");
+    EXPECT_NE(e.message.find("deeper than this server's limit of 256 levels"), std::string::npos) << e.message;
+  }
   Json err = error_body(ApiError(429, "busy", "rate_limit_error", "", "rate_limit_exceeded"));
   EXPECT_EQ(err.dump(), R"({"error":{"message":"busy","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}})");
 }

@@ -101,6 +101,45 @@ std::string completion(const std::string& prompt, int max_tokens) {
   return Json{{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}.dump();
 }
 
+// Admission runs after validation and before tokenizing: a refused request costs no tokenization
+// (its over-long prompt is not even measured), and an invalid one is a 400 without taking a place;
+// a chat without max_tokens gets --default-max-tokens.
+TEST_F(ServeTiny, AdmissionComesBeforeTokenizing) {
+  ServeOptions o;
+  o.engine.model_dir = dir_->str();
+  o.model_id = "tiny";
+  o.max_context = 4096;
+  o.default_max_tokens = 3;
+  Service s(o);
+  int admitted = 0;
+  auto refuse = [&] {
+    ++admitted;
+    throw ApiError(429, "busy", "rate_limit_error");
+  };
+  const std::string too_long = completion(std::string(100000, 'a'), 1);
+  try {
+    s.prepare_completion(too_long, refuse);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 429);
+  }
+  EXPECT_EQ(admitted, 1);
+  try {
+    s.prepare_completion(R"({"model":"tiny","prompt":"x","max_tokens":"many"})", refuse);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+  }
+  EXPECT_EQ(admitted, 1);
+  auto admit = [&] { ++admitted; };
+  EXPECT_THROW(s.prepare_completion(too_long, admit), ApiError);  // admitted, then the context check
+  EXPECT_EQ(admitted, 2);
+  const std::string chat = R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"ignore_eos":true})";
+  PreparedRequest p = s.prepare_chat(chat, admit);
+  EXPECT_EQ(admitted, 3);
+  EXPECT_EQ(p.max_new, 3);
+}
+
 TEST_F(ServeTiny, ContinuedConversationReusesStateExactly) {
   ServeOptions o;
   o.engine.model_dir = dir_->str();

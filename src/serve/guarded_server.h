@@ -1,0 +1,54 @@
+// cpp-httplib's Server with the connection handling a server facing untrusted clients needs and
+// httplib 0.11 (Debian 12) lacks: a cap on open connections (one more is answered 503 at once and
+// closed), a deadline on each request's headers that trickled bytes cannot extend, a listen
+// backlog of SOMAXCONN, no SO_REUSEPORT (a second server on a busy port fails to bind instead of
+// taking half the requests), reads and writes that still serve a half-closed client, and one log
+// line per request on stderr.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <cstddef>
+
+namespace sluice::serve {
+
+struct ConnectionLimits {
+  size_t max_connections = 256;  // open at once, each on its own thread; more are refused (503)
+  int header_timeout_ms = 10000;  // total time to receive a request's line and headers
+  int idle_timeout_ms = 5000;     // a kept-alive connection's wait for its next request
+  int read_timeout_ms = 30000;    // each read of a request body
+  int write_timeout_ms = 30000;   // each write of a response
+};
+
+class GuardedServer : public httplib::Server {
+ public:
+  explicit GuardedServer(const ConnectionLimits& limits);
+
+  // After bind_to_port / bind_to_any_port: listen with a backlog of SOMAXCONN (httplib's is 5, so
+  // a burst of connections was refused by the kernel before the server saw it).
+  void raise_backlog();
+  size_t open_connections() const { return open_.load(); }
+
+  // For the pre-routing handler: the current connection's request line and headers are in; its
+  // header deadline no longer applies (the body is read under the per-read timeout).
+  static void headers_received();
+  // For the error handler: true when the current request's headers missed their deadline (httplib
+  // reports that as a malformed request; the server answers 408).
+  static bool header_deadline_missed();
+
+ private:
+  class ConnectionStream;
+  class ConnectionQueue;
+  bool process_and_close_socket(socket_t sock) override;
+  void refuse(socket_t sock);
+
+  // The connection this thread serves (null on the accept thread); set on the accept thread while
+  // it refuses a connection inline (see ConnectionQueue::enqueue).
+  static thread_local ConnectionStream* current_;
+  static thread_local bool refusing_;
+
+  ConnectionLimits limits_;
+  std::atomic<size_t> open_{0};
+};
+
+}  // namespace sluice::serve

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# End-to-end: `sluice serve` against hostile and careless clients on loopback: JSON nested far too
+# deep (requests and config.json), 200 slow or idle connections (/health within 1 s, trickled
+# headers cut off at the header deadline), the connection cap (a quick 503), a second server on a
+# busy port, API keys from a file or the environment and empty ones refused, a half-closed client,
+# the default max_tokens of chat, and one request log line per request.
+# Usage: serve_limits.sh <sluice-binary> <source-dir>
+set -euo pipefail
+sluice=$1
+src=$2
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
+command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 0; }
+slow="$src/tests/e2e/serve/slowloris.py"
+
+make_model "$work/tiny" k3
+start_server k3 --model "$work/tiny" --model-id tiny --header-timeout 3 --default-max-tokens 5
+port=${k3_url##*:}
+
+post() {  # PATH BODY-FILE -> $code, body in $work/out.json
+  code=$(curl -s -o "$work/out.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$2" "$k3_url$1")
+}
+jcheck() {
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$work/out.json" ||
+    fail "check '$1' failed on: $(head -c 600 "$work/out.json")"
+}
+
+# JSON nested ~30,000 deep in a tool's parameters or ~50,000 deep in a response_format schema (about
+# 60 KB each) used to overflow the stack and kill the server: now a 400 naming the depth limit.
+python3 - "$work" <<'PY'
+import sys
+w = sys.argv[1]
+deep = lambda n: "[" * n + "]" * n
+msgs = '"messages":[{"role":"user","content":"hi"}]'
+open(w + "/deep_tools.json", "w").write('{"model":"tiny",' + msgs + ',"tools":[{"type":"function","function":'
+    '{"name":"f","parameters":{"type":"object","properties":{"a":' + deep(30000) + '}}}}]}')
+open(w + "/deep_schema.json", "w").write('{"model":"tiny",' + msgs + ',"response_format":{"type":"json_schema",'
+    '"json_schema":{"name":"s","schema":{"type":"object","properties":{"a":' + deep(50000) + '}}}}}')
+open(w + "/deep_content.json", "w").write('{"model":"tiny","messages":[{"role":"user","content":' + deep(100000) + '}]}')
+PY
+for f in deep_tools deep_schema deep_content; do
+  post /v1/chat/completions "$work/$f.json"
+  [ "$code" = 400 ] || fail "$f: HTTP $code $(head -c 300 "$work/out.json")"
+  jcheck "j['error']['code'] == 'invalid_json' and 'limit of 256 levels' in j['error']['message']"
+done
+curl -sf "$k3_url/health" >/dev/null || fail "the server died on deep JSON: $(tail -3 "$work/k3.log")"
+
+# A config.json with a value nested 100,000 deep: one line naming the file and the limit, exit 1
+# (the error message used to describe the value recursively: a stack overflow).
+cp -r "$work/tiny" "$work/deep_cfg"
+python3 - "$work/deep_cfg/config.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg["hidden_size"] = "DEEP"
+open(sys.argv[1], "w").write(json.dumps(cfg).replace('"DEEP"', "[" * 100000 + "]" * 100000))
+PY
+status=0
+"$sluice" serve --model "$work/deep_cfg" --port 0 2>"$work/deep_cfg.err" || status=$?
+[ "$status" = 1 ] || fail "deep config.json: exit $status: $(head -c 300 "$work/deep_cfg.err")"
+[ "$(wc -l <"$work/deep_cfg.err")" = 1 ] || fail "deep config.json: not one line: $(head -c 300 "$work/deep_cfg.err")"
+grep -q 'config.json: JSON nested deeper than the limit of 256 levels' "$work/deep_cfg.err" ||
+  fail "deep config.json: $(cat "$work/deep_cfg.err")"
+
+# Chat without max_tokens stops at --default-max-tokens (5 here), not at the end of the context.
+echo '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"ignore_eos":true}' >"$work/nomax.json"
+post /v1/chat/completions "$work/nomax.json"
+[ "$code" = 200 ] || fail "chat without max_tokens: $code $(head -c 300 "$work/out.json")"
+jcheck "j['usage']['completion_tokens'] == 5 and j['choices'][0]['finish_reason'] == 'length'"
+"$sluice" serve --help | grep -q -- '--default-max-tokens INT:POSITIVE=4096' || fail "--help lacks the chat default"
+
+# A client that half-closes (shutdown(SHUT_WR)) right after its request still gets the response.
+python3 - "$port" <<'PY' || fail "half-closed client"
+import json, socket, sys
+body = b'{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}'
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+head, _, payload = data.partition(b"\r\n\r\n")
+if not head.startswith(b"HTTP/1.1 200"):
+    sys.exit("half-closed client got: %r" % data[:300])
+j = json.loads(payload)
+assert j["object"] == "chat.completion" and j["usage"]["completion_tokens"] <= 3, j
+PY
+
+# One log line per request: client, method and path, status, bytes, duration.
+grep -Eq '^sluice serve: 127\.0\.0\.1:[0-9]+ "POST /v1/chat/completions" 200 [0-9]+ B [0-9.]+ ms$' "$work/k3.log" ||
+  fail "no request log line for the chat: $(tail -5 "$work/k3.log")"
+grep -Eq '^sluice serve: 127\.0\.0\.1:[0-9]+ "POST /v1/chat/completions" 400 [0-9]+ B' "$work/k3.log" ||
+  fail "no request log line for a 400"
+
+# Slowloris: 200 idle or trickling connections; /health answers within 1 s, and the trickling
+# ones are cut off (408) at the 3 s header deadline although they keep sending lines.
+python3 "$slow" health "$port" 200 3
+
+# A second server on the same port refuses to start with one line (no SO_REUSEPORT sharing).
+status=0
+timeout 60 "$sluice" serve --model "$work/tiny" --port "$port" 2>"$work/second.err" || status=$?
+[ "$status" = 1 ] || fail "second server on a busy port: exit $status: $(tail -2 "$work/second.err")"
+grep -q "cannot listen on 127.0.0.1:$port" "$work/second.err" || fail "busy port: $(cat "$work/second.err")"
+[ "$(grep -c . "$work/second.err")" = 1 ] || fail "busy port: not one line: $(cat "$work/second.err")"
+stop_server "$k3_pid"
+
+# The connection cap: with 16 open, the 17th gets a 503 at once.
+start_server capped --model "$work/tiny" --max-connections 16
+python3 "$slow" cap "${capped_url##*:}" 16
+grep -q '"-" 503 .*connection refused: --max-connections' "$work/capped.log" || fail "no log line for the 503"
+stop_server "$capped_pid"
+
+# API keys: an empty one is a usage error (exit 2) wherever it comes from; a key file and
+# SLUICE_API_KEY both work.
+: >"$work/empty_key"
+for opt in --api-key --api-key-file; do
+  value=""
+  [ "$opt" = --api-key-file ] && value="$work/empty_key"
+  status=0
+  "$sluice" serve --model "$work/tiny" --port 0 "$opt" "$value" 2>"$work/key.err" || status=$?
+  [ "$status" = 2 ] || fail "serve $opt '$value': exit $status: $(cat "$work/key.err")"
+  grep -q '^sluice serve: usage error: .*empty' "$work/key.err" || fail "serve $opt: $(cat "$work/key.err")"
+done
+status=0
+SLUICE_API_KEY= "$sluice" serve --model "$work/tiny" --port 0 2>"$work/key.err" || status=$?
+[ "$status" = 2 ] || fail "empty SLUICE_API_KEY: exit $status: $(cat "$work/key.err")"
+printf 'filekey\n' >"$work/key"
+start_server keyed --model "$work/tiny" --api-key-file "$work/key"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$keyed_url/v1/models")" = 401 ] || fail "key file: no key accepted"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer filekey' "$keyed_url/v1/models")" = 200 ] ||
+  fail "key file: its key refused"
+stop_server "$keyed_pid"
+SLUICE_API_KEY=envkey start_server envkeyed --model "$work/tiny"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$envkeyed_url/v1/models")" = 401 ] || fail "SLUICE_API_KEY: no key accepted"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer envkey' "$envkeyed_url/v1/models")" = 200 ] ||
+  fail "SLUICE_API_KEY: its key refused"
+stop_server "$envkeyed_pid"
+echo "serve_limits: all checks passed"
