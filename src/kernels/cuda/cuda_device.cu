@@ -207,6 +207,7 @@ class CudaDevice final : public Device {
   void attn_res(std::span<const Buf> sources, const Vec& norm, const Vec& proj, float eps, Buf out) override {
     Prof prof(*this, "attn_res");
     SLUICE_CHECK(norm.n == out.cols && proj.n == out.cols, "attn_res: parameter widths");
+    SLUICE_CHECK(sources.size() <= 128, "attn_res: ", sources.size(), " sources above the CUDA kernel's 128");
     ScratchScope scope(*this);
     std::vector<Mat>& mats = mats_;
     mats.clear();
@@ -318,7 +319,7 @@ class CudaDevice final : public Device {
                      op.groups >= 1 && op.experts % op.groups == 0,
                  "route: shapes");
     ScratchScope scope(*this);
-    float* s = static_cast<float*>(take(size_t(logits.rows * (2 * op.experts + op.groups)) * 4));
+    float* s = static_cast<float*>(take(cuda::route_scratch_bytes(op, logits.rows)));
     cuda::route(stream_, op, mat(logits), mat(ids), mat(weights), s);
   }
   bool groups_experts() const override { return true; }

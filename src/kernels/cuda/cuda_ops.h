@@ -81,7 +81,9 @@ void gqa_attention(cudaStream_t s, const GqaOp& op, Mat q, Mat k, Mat v, int64_t
 void rope(cudaStream_t s, Mat table, RopePairs pairs, Mat x, int64_t heads, int64_t head_stride, int64_t offset,
           int64_t dim);
 
+// scratch: route_scratch_bytes(op, logits.rows) of device memory.
 void route(cudaStream_t s, const RouterOp& op, Mat logits, Mat ids, Mat weights, float* scratch);
+size_t route_scratch_bytes(const RouterOp& op, int64_t rows);
 // Gathers rows z[members[i] / top_k] into g (contiguous [n, cols]); scatters y rows to yexp[members[i]].
 void gather_rows(cudaStream_t s, Mat z, const int64_t* members, int64_t n, int64_t top_k, float* g);
 void scatter_rows(cudaStream_t s, const float* y, int64_t n, const int64_t* members, Mat yexp);

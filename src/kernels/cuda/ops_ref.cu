@@ -108,33 +108,31 @@ __device__ void rmsnorm_row(const float* x, const float* w, int64_t n, float eps
   }
 }
 
-// One block per (row, group) when the group fits in shared memory: the block stages the values
-// (parallel, coalesced loads), one thread sums the squares in the scalar order from shared memory,
-// and the block writes the outputs, each an independent product. The scalar bits, without one
-// thread's serial loads from global memory.
+// RMSNorm, one block per (row, group): the block stages the values in shared memory (parallel,
+// coalesced loads; a group too wide for it is read from global memory), one thread sums the
+// squares in the scalar order, and the block writes the outputs, each an independent product. The
+// scalar bits, without one thread's serial loads from global memory. In place (y == x) is safe:
+// each output is written by the thread that last reads its input.
 constexpr int64_t kStagedMax = 10240;  // floats: 40 KiB of shared memory
-__global__ void rmsnorm_staged(Mat x, const float* w, float eps, Mat y, int64_t group, int64_t groups) {
+__global__ void rmsnorm_kernel(Mat x, const float* w, float eps, Mat y, int64_t group, int64_t groups) {
   extern __shared__ float sx[];
   __shared__ float inv_s;
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
   const float* xr = x.p + r * x.ld + g * group;
-  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) sx[i] = xr[i];
+  const bool staged = group <= kStagedMax;
+  if (staged)
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) sx[i] = xr[i];
   __syncthreads();
+  const float* v = staged ? sx : xr;
   if (threadIdx.x == 0) {
     float ss = 0.0f;
-    for (int64_t i = 0; i < group; ++i) ss += sx[i] * sx[i];
+    for (int64_t i = 0; i < group; ++i) ss += v[i] * v[i];
     inv_s = mf::div(1.0f, mf::sqrt(ss / float(group) + eps));
   }
   __syncthreads();
   const float inv = inv_s;
   float* yr = y.p + r * y.ld + g * group;
-  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) yr[i] = w ? w[i] * (sx[i] * inv) : sx[i] * inv;
-}
-__global__ void rmsnorm_kernel(Mat x, const float* w, float eps, Mat y, int64_t group, int64_t groups) {
-  const int64_t id = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (id >= x.rows * groups) return;
-  const int64_t r = id / groups, g = id % groups;
-  rmsnorm_row(x.p + r * x.ld + g * group, w, group, eps, y.p + r * y.ld + g * group);
+  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) yr[i] = w ? w[i] * (v[i] * inv) : v[i] * inv;
 }
 
 __global__ void add_kernel(Mat y, Mat x) {
@@ -176,44 +174,26 @@ __device__ void softmax_seq(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// AttnRes: one thread per row computes the source weights; then one thread per element sums the
-// sources in order (axpy from zero, as the CPU).
-__global__ void attn_res_weights(const Mat* src, int n, const float* norm, const float* proj, float eps, int64_t T,
-                                 int64_t H, float* p) {
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= T) return;
-  float* pt = p + t * n;
-  for (int i = 0; i < n; ++i) {
-    const float* v = src[i].p + t * src[i].ld;
-    float ss = 0.0f, acc = 0.0f;
-    for (int64_t d = 0; d < H; ++d) {
-      ss += v[d] * v[d];
-      acc += (norm[d] * proj[d]) * v[d];
-    }
-    pt[i] = mf::div(acc, mf::sqrt(ss / float(H) + eps));
-  }
-  softmax_seq(pt, n);
-}
-// The same weights with one block per row: the block stages a chunk of every source row (and of
-// norm·proj) in shared memory, thread i runs source i's two sums over it in the scalar order, and
-// thread 0 takes the softmax. Bit for bit attn_res_weights.
-constexpr int kAttnResChunk = 1024;
-__global__ void attn_res_weights_staged(const Mat* src, int n, const float* norm, const float* proj, float eps,
-                                        int64_t H, float* p) {
-  extern __shared__ float sh[];  // [n + 1][kAttnResChunk]: the sources, then norm·proj
+// AttnRes, the source weights with one block per row: the block stages a chunk of every source row
+// (and of norm·proj) in shared memory, thread i runs source i's two sums (squares; norm·proj·v)
+// over it in the scalar order, and thread 0 takes the softmax. Then one thread per element sums
+// the sources in order (axpy from zero, as the CPU). At most kThreads sources.
+__global__ void attn_res_weights(const Mat* src, int n, const float* norm, const float* proj, float eps, int64_t H,
+                                 int64_t chunk, float* p) {
+  extern __shared__ float sh[];  // [n + 1][chunk]: the sources, then norm·proj
   const int64_t t = blockIdx.x;
-  float* np = sh + int64_t(n) * kAttnResChunk;
+  float* np = sh + int64_t(n) * chunk;
   float ss = 0.0f, acc = 0.0f;
-  for (int64_t c0 = 0; c0 < H; c0 += kAttnResChunk) {
-    const int64_t len = H - c0 < kAttnResChunk ? H - c0 : kAttnResChunk;
+  for (int64_t c0 = 0; c0 < H; c0 += chunk) {
+    const int64_t len = H - c0 < chunk ? H - c0 : chunk;
     for (int64_t j = threadIdx.x; j < int64_t(n) * len; j += blockDim.x) {
       const int64_t i = j / len, d = j % len;
-      sh[i * kAttnResChunk + d] = src[i].p[t * src[i].ld + c0 + d];
+      sh[i * chunk + d] = src[i].p[t * src[i].ld + c0 + d];
     }
     for (int64_t d = threadIdx.x; d < len; d += blockDim.x) np[d] = norm[c0 + d] * proj[c0 + d];
     __syncthreads();
     if (int(threadIdx.x) < n) {
-      const float* v = sh + int64_t(threadIdx.x) * kAttnResChunk;
+      const float* v = sh + int64_t(threadIdx.x) * chunk;
       for (int64_t d = 0; d < len; ++d) {
         ss += v[d] * v[d];
         acc += np[d] * v[d];
@@ -462,90 +442,19 @@ __global__ void rope_kernel(Mat table, RopePairs pairs, Mat x, int64_t heads, in
 
 // ---- MoE ----
 
-// One thread per row: the CPU's router, step for step (stable group order, top-k by (choice desc,
-// id asc) picked one by one, which is the order partial_sort leaves under that total order).
-__global__ void route_kernel(RouterOp op, Mat logits, Mat ids_b, Mat w_b, float* scratch) {
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= logits.rows) return;
-  const int64_t E = op.experts, k = op.top_k, groups = op.groups, per_group = E / groups;
-  float* scores = scratch + t * (2 * E + groups);
-  float* choice = scores + E;
-  float* group_score = choice + E;
-  const float* lg = logits.p + t * logits.ld;
-  const float neg_inf = __uint_as_float(0xff800000u);
-  switch (op.score) {
-    case RouterScore::Sigmoid:
-      for (int64_t e = 0; e < E; ++e) scores[e] = mf::sigmoid(lg[e]);
-      break;
-    case RouterScore::Softmax:
-      for (int64_t e = 0; e < E; ++e) scores[e] = lg[e];
-      softmax_seq(scores, E);
-      break;
-    case RouterScore::TopkSoftmax:
-      for (int64_t e = 0; e < E; ++e) scores[e] = lg[e];
-      break;
-  }
-  for (int64_t e = 0; e < E; ++e) choice[e] = op.correction_bias.p ? scores[e] + op.correction_bias.p[e] : scores[e];
-  if (groups > 1) {
-    // Group scores, then keep the topk_groups best (a stable order), by repeated selection.
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      float b1 = neg_inf, b2 = neg_inf;
-      for (int64_t e = gi * per_group; e < (gi + 1) * per_group; ++e) {
-        const float v = choice[e];
-        if (v > b1) {
-          b2 = b1;
-          b1 = v;
-        } else if (v > b2) {
-          b2 = v;
-        }
-      }
-      group_score[gi] = b1 + b2;
-    }
-    // The stable descending order's first topk_groups: pick the best unpicked, lowest index first.
-    for (int64_t i = 0; i < op.topk_groups; ++i) {
-      int64_t best = -1;
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        if (group_score[gi] != group_score[gi]) continue;  // picked (marked NaN below)
-        if (best < 0 || group_score[gi] > group_score[best]) best = gi;
-      }
-      group_score[best] = __uint_as_float(0x7fc00000u);
-    }
-    for (int64_t e = 0; e < E; ++e)
-      if (group_score[e / per_group] == group_score[e / per_group]) choice[e] = neg_inf;
-  }
-  int32_t* ids = reinterpret_cast<int32_t*>(ids_b.p) + t * ids_b.ld;
-  float* w = w_b.p + t * w_b.ld;
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t j = 0; j < i; ++j) taken = taken || ids[j] == e;
-      if (taken) continue;
-      if (best < 0 || choice[e] > choice[best]) best = e;  // ties keep the lower id
-    }
-    ids[i] = int32_t(best);
-    w[i] = scores[best];
-  }
-  if (op.score == RouterScore::TopkSoftmax) softmax_seq(w, k);
-  float s = 0.0f;
-  for (int64_t i = 0; i < k; ++i) s += w[i];
-  for (int64_t i = 0; i < k; ++i) {
-    float wgt = w[i];
-    if (op.renormalize) wgt = mf::div(wgt, s + op.renorm_eps);
-    w[i] = wgt * op.scaling;
-  }
-}
-
-// The same router with one block per row and the row's arrays in shared memory (E ≤ kRouteStaged):
+// The CPU's router, step for step (stable group order, top-k by (choice desc, id asc), renorm),
+// one block per row with the row's arrays in shared memory (in global scratch when E > kRouteStaged):
 // the per-expert scores, choices and group scores are computed by the block in parallel (each an
-// independent value), the selections run in one thread in the scalar order with a taken-flag per
-// expert instead of rescanning the chosen ids. Bit for bit route_kernel.
+// independent value); the selections run in one thread in the scalar order, with a taken flag per
+// expert.
 constexpr int64_t kRouteStaged = 4096;
-__global__ void route_staged(RouterOp op, Mat logits, Mat ids_b, Mat w_b) {
+__device__ __host__ inline int64_t route_row_bytes(int64_t E, int64_t groups) { return (2 * E + groups) * 4 + E; }
+__global__ void route_kernel(RouterOp op, Mat logits, Mat ids_b, Mat w_b, char* scratch) {
   extern __shared__ float sh[];  // scores[E], choice[E], group_score[groups], taken[E] (bytes)
   const int64_t t = blockIdx.x;
   const int64_t E = op.experts, k = op.top_k, groups = op.groups, per_group = E / groups;
-  float* scores = sh;
+  const int64_t row_bytes = (route_row_bytes(E, groups) + 15) / 16 * 16;
+  float* scores = E <= kRouteStaged ? sh : reinterpret_cast<float*>(scratch + t * row_bytes);
   float* choice = scores + E;
   float* group_score = choice + E;
   unsigned char* taken = reinterpret_cast<unsigned char*>(group_score + groups);
@@ -666,12 +575,9 @@ void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out) {
 void rmsnorm(cudaStream_t s, Mat x, const float* w, float eps, Mat y, int64_t group) {
   const int64_t groups = x.cols / group;
   if (x.rows * groups == 0) return;
-  if (group <= kStagedMax) {
-    const unsigned threads = unsigned(std::min<int64_t>(256, (group + 31) / 32 * 32));
-    rmsnorm_staged<<<unsigned(x.rows * groups), threads, size_t(group) * 4, s>>>(x, w, eps, y, group, groups);
-  } else {
-    rmsnorm_kernel<<<blocks(x.rows * groups), kThreads, 0, s>>>(x, w, eps, y, group, groups);
-  }
+  const unsigned threads = unsigned(std::min<int64_t>(256, (group + 31) / 32 * 32));
+  const size_t shared = group <= kStagedMax ? size_t(group) * 4 : 0;
+  rmsnorm_kernel<<<unsigned(x.rows * groups), threads, shared, s>>>(x, w, eps, y, group, groups);
   check_launch("rmsnorm");
 }
 void add(cudaStream_t s, Mat y, Mat x) {
@@ -702,11 +608,10 @@ void row_dot(cudaStream_t s, Mat x, const float* w, Mat out) {
 void attn_res(cudaStream_t s, const Mat* sources, int n, const float* norm, const float* proj, float eps, Mat out,
               float* p) {
   if (out.rows == 0) return;
-  const size_t shared = size_t(n + 1) * kAttnResChunk * 4;
-  if (n <= kThreads && shared <= 48 * 1024)
-    attn_res_weights_staged<<<unsigned(out.rows), kThreads, shared, s>>>(sources, n, norm, proj, eps, out.cols, p);
-  else
-    attn_res_weights<<<blocks(out.rows), kThreads, 0, s>>>(sources, n, norm, proj, eps, out.rows, out.cols, p);
+  // Chunks of up to 1024 columns within 40 KiB of shared memory.
+  const int64_t chunk = std::min<int64_t>(1024, std::max<int64_t>(32, 10240 / (n + 1) / 32 * 32));
+  attn_res_weights<<<unsigned(out.rows), kThreads, size_t(n + 1) * chunk * 4, s>>>(sources, n, norm, proj, eps,
+                                                                                  out.cols, chunk, p);
   check_launch("attn_res weights");
   attn_res_mix<<<grid2(out.cols, out.rows), kThreads, 0, s>>>(sources, n, p, out);
   check_launch("attn_res mix");
@@ -785,14 +690,13 @@ void rope(cudaStream_t s, Mat table, RopePairs pairs, Mat x, int64_t heads, int6
   rope_kernel<<<grid2(heads * dim / 2, x.rows), kThreads, 0, s>>>(table, pairs, x, heads, head_stride, offset, dim);
   check_launch("rope");
 }
+size_t route_scratch_bytes(const RouterOp& op, int64_t rows) {
+  return op.experts <= kRouteStaged ? 0 : size_t(rows) * size_t((route_row_bytes(op.experts, op.groups) + 15) / 16 * 16);
+}
 void route(cudaStream_t s, const RouterOp& op, Mat logits, Mat ids, Mat weights, float* scratch) {
   if (logits.rows == 0) return;
-  if (op.experts <= kRouteStaged) {
-    const size_t shared = size_t(2 * op.experts + op.groups) * 4 + size_t(op.experts);
-    route_staged<<<unsigned(logits.rows), kThreads, shared, s>>>(op, logits, ids, weights);
-  } else {
-    route_kernel<<<blocks(logits.rows), kThreads, 0, s>>>(op, logits, ids, weights, scratch);
-  }
+  const size_t shared = op.experts <= kRouteStaged ? size_t(route_row_bytes(op.experts, op.groups)) : 0;
+  route_kernel<<<unsigned(logits.rows), kThreads, shared, s>>>(op, logits, ids, weights, reinterpret_cast<char*>(scratch));
   check_launch("route");
 }
 void gather_rows(cudaStream_t s, Mat z, const int64_t* members, int64_t n, int64_t top_k, float* g) {
