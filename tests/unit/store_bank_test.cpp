@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "fetch/stream_manifest.h"
 #include "fetch/stream_source.h"
@@ -43,14 +44,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Identities computed once with the pre-bank code at commit 85b4594 (store::model_identity over
 // ExpertLayout::from_config(format::parse_kimi_config(text))), built in /work/base/build/release,

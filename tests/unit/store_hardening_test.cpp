@@ -14,6 +14,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "model/registry.h"
@@ -28,15 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the Error `f` throws ("" when it throws none).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Runs f on a thread and gives it `seconds`; a call still blocked then (in open() or read() of
 // the FIFO at `fifo`) is released by opening the FIFO for writing, so a regression fails the test
