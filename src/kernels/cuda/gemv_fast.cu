@@ -40,20 +40,23 @@ __device__ __forceinline__ float load_bias(const Weight& w, int64_t r) {
                                     : static_cast<const float*>(w.bias)[r];
 }
 
-// Decode tables, one per block in shared memory: MXFP4 byte → (even, odd) values; FP8 e4m3 byte →
+// Decode tables, one per block in shared memory. MXFP4: the 16 E2M1 values once per lane, entry j
+// of lane l at fp4[j][l], so the 32 lanes of a warp always read 32 different banks (a table shared
+// by all lanes and indexed by random code bytes serialises on bank conflicts). FP8 e4m3: byte →
 // value.
 struct Luts {
-  float2 fp4[256];
+  float fp4[16][32];
   float fp8[256];
 };
 
 template <WeightType T>
 __device__ void fill_luts(Luts& l) {
   if constexpr (T == WeightType::MXFP4) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) {
-      const float e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-                              -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-      l.fp4[b] = make_float2(e2m1[b & 15], e2m1[b >> 4]);
+    for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) {
+      // E2M1: sign, two exponent bits, one mantissa bit; 0.5·m for exponent 0, else 2^(e-1)·(1 + m/2).
+      const int code = i / 32, e = (code >> 1) & 3, m = code & 1;
+      const float mag = e == 0 ? 0.5f * float(m) : ldexpf(1.0f + 0.5f * float(m), e - 1);
+      l.fp4[code][i % 32] = (code & 8) ? -mag : mag;
     }
   } else if constexpr (T == WeightType::FP8_E4M3) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) {
@@ -150,6 +153,7 @@ __device__ void tile(const Weight& w, int64_t r0, const float* x, int64_t ldx, i
     }
   } else if constexpr (T == WeightType::MXFP4) {
     const int64_t blocks = w.cols / 32;
+    const float* e2m1 = &lut.fp4[0][lane];  // e2m1[32 * code]: this lane's copy
     for (int64_t b = lane; b < blocks; b += 32) {
       uint4 q[kRowsPerWarp];
       float scale[kRowsPerWarp];
@@ -166,11 +170,7 @@ __device__ void tile(const Weight& w, int64_t r0, const float* x, int64_t ldx, i
         for (int i = 0; i < kRowsPerWarp; ++i) {
           const uint32_t word = word_of(q[i], wd);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const float2 p = lut.fp4[(word >> (8 * k)) & 0xff];
-            wv[i][2 * k] = p.x;
-            wv[i][2 * k + 1] = p.y;
-          }
+          for (int k = 0; k < 8; ++k) wv[i][k] = e2m1[32 * ((word >> (4 * k)) & 15)];
         }
         eight<VT>(wv, x, ldx, b * 32 + wd * 8, nv, part);
       }
