@@ -97,17 +97,18 @@ std::string Service::new_id(const char* prefix) {
   return std::string(prefix) + hex;
 }
 
-void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat) {
-  const int32_t vocab = int32_t(engine_->info().vocab_size);
-  for (int32_t id : p.prompt)
-    if (id < 0 || id >= vocab) fail("prompt token ", id, " is outside the model's vocabulary (", vocab, ")");
+void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long) {
   const int64_t n = int64_t(p.prompt.size());
-  if (n >= opt_.max_context)
+  if (too_long || n >= opt_.max_context)
     throw ApiError(400,
                    "This model's maximum context length is " + std::to_string(opt_.max_context) +
                        " tokens. However, your " + (chat ? "messages" : "prompt") + " resulted in " +
-                       std::to_string(n) + " tokens.",
+                       (too_long ? "more than " + std::to_string(opt_.max_context - 1) : std::to_string(n)) +
+                       " tokens.",
                    "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
+  const int32_t vocab = int32_t(engine_->info().vocab_size);
+  for (int32_t id : p.prompt)
+    if (id < 0 || id >= vocab) fail("prompt token ", id, " is outside the model's vocabulary (", vocab, ")");
   int64_t want = c.max_tokens > 0 ? c.max_tokens : (chat ? opt_.default_max_tokens : limits_.default_completion_tokens);
   p.max_new = std::min({want, opt_.max_tokens, opt_.max_context - n});
   p.common = c;
@@ -122,8 +123,10 @@ PreparedRequest Service::prepare_completion(const std::string& body, const std::
   CompletionRequest c = parse_completion_request(parse_body(body), limits_);
   if (admit) admit();
   PreparedRequest p;
-  p.prompt = tokenizer_->encode(c.prompt);
-  fill_common(p, c, false);
+  // Tokenizing stops as soon as the prompt cannot fit the context: a 100 MB prompt costs a length
+  // check, not seconds of encoding and gigabytes of ids.
+  const bool fits = tokenizer_->encode_into_at_most(c.prompt, p.prompt, size_t(opt_.max_context - 1));
+  fill_common(p, c, false, !fits);
   p.id = new_id("cmpl-");
   return p;
 }
@@ -156,12 +159,16 @@ PreparedRequest Service::prepare_chat(const std::string& body, const std::functi
   p.chat = true;
   p.format = *format_;
   p.opened_think = *format_ == tokenizer::ChatFormat::kimi_k3 && co.thinking;
+  co.max_ids = size_t(opt_.max_context - 1);
+  bool too_long = false;
   try {
-    p.prompt = tokenizer::render_chat(*tokenizer_, *format_, c.messages, co).ids;
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tokenizer_, *format_, c.messages, co);
+    p.prompt = std::move(rendered.ids);
+    too_long = rendered.too_long;
   } catch (const Error& e) {
     invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
   }
-  fill_common(p, c, true);
+  fill_common(p, c, true, too_long);
   p.id = new_id("chatcmpl-");
   return p;
 }

@@ -90,7 +90,8 @@ class Service {
   int64_t completed() const { return completed_; }
 
  private:
-  void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat);
+  // too_long: the tokenizer stopped because the prompt has more ids than the context allows.
+  void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long);
   std::string new_id(const char* prefix);
 
   ServeOptions opt_;

@@ -117,6 +117,12 @@ expect_usage "unknown experts mode" "--experts: 'both' is not one of" run --mode
 expect_usage "top-p above 1" "--top-p: 1.5 is outside 0..1" run --model "$work/u1" --prompt-ids 1 --top-p 1.5
 expect_usage "negative retries" "--retries: -1 is outside 0..1000" setup --source "$work/u1" --model "$work/u1b" --full --retries -1
 
+# A prompt longer than --max-context allows is refused with one line (text stops being encoded
+# once it is too long).
+out=$("$sluice" run --model "$work/u1" --prompt-ids 1,2,3,4 --max-context 4 2>&1 >/dev/null) && rc=0 || rc=$?
+case "$rc:$out" in 1:*"the prompt has more than 3 tokens: --max-context 4"*) echo "ok   prompt past --max-context: $out" ;;
+  *) echo "FAIL prompt past --max-context: rc=$rc $out"; failures=$((failures + 1)) ;; esac
+
 # A cache budget past physical memory is refused with the numbers (not "internal error: bad_alloc").
 make_model c1
 "$sluice" prepare --model "$work/c1" --home "$work/c1-home" --no-measure 2>/dev/null
