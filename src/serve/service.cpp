@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <thread>
 
 #include "core/error.h"
 #include "runtime/generate.h"
@@ -24,6 +26,43 @@ int64_t unix_now() {
 }
 
 std::string clean(std::string_view bytes) { return tokenizer::utf8_replace_invalid(bytes); }
+
+// Sets `cancel` once `stop()` says so, checked every kPoll while it lives. The engine can spend
+// minutes in one prefill without producing a token, so the client and the shutdown flag are
+// watched from this thread, not from the token callback; the generation sees the flag before
+// every layer of a pass.
+class CancelWatcher {
+ public:
+  static constexpr std::chrono::milliseconds kPoll{50};
+  CancelWatcher(std::atomic<bool>& cancel, std::function<bool()> stop)
+      : cancel_(cancel), stop_(std::move(stop)), thread_([this] { watch(); }) {}
+  ~CancelWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      if (stop_()) {
+        cancel_.store(true);
+        return;
+      }
+      wake_.wait_for(lock, kPoll, [&] { return done_; });
+    }
+  }
+  std::atomic<bool>& cancel_;
+  std::function<bool()> stop_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members it reads exist
+};
 
 Json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
   return Json{{"prompt_tokens", prompt},
@@ -230,9 +269,14 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
   go.stop_at_eos = !req.common.ignore_eos;
+  // A client gone or a shutdown stops the generation within one layer, even inside a prefill.
+  // Only the watcher calls client_gone while the generation runs.
+  std::atomic<bool> cancel{false};
+  go.cancel = &cancel;
   std::string finish = "length";
   bool natural_end = false;
   try {
+    CancelWatcher watcher(cancel, [&] { return shutting_down_.load() || (client_gone && client_gone()); });
     auto on_token = [&](int32_t id) {
       ++completion_tokens;
       if (req.chat) {
@@ -249,10 +293,13 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
         add_content(stop.push(utf8.push(bytes)));
       }
       if (stop.hit()) throw StopSequenceHit{};
-      if (shutting_down_) throw ShuttingDown{};
-      if (client_gone && client_gone()) throw ClientGone{};
     };
     runtime::GenerateResult r = session_->generate(req.prompt, go, on_token);
+    if (r.stop_reason == "cancelled") {
+      // The session has reset its state: the next request prefills afresh and is exact.
+      if (shutting_down_) throw ShuttingDown{};
+      throw ClientGone{};
+    }
     finish = r.stop_reason == "eos" ? "stop" : "length";
     natural_end = true;
   } catch (const StopSequenceHit&) {
