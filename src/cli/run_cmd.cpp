@@ -72,7 +72,7 @@ struct RunArgs {
   runtime::EngineOptions engine;
   std::string prompt_ids, prompt_text, events;
   bool chat = false, no_think = false;
-  int64_t max_new = 32, prefill_chunk = 0;
+  int64_t max_new = 32, prefill_chunk = 0, max_context = int64_t(1) << 20;
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
@@ -116,8 +116,12 @@ int run(const RunArgs& a) {
     fail(a.engine.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
   std::vector<int32_t> prompt;
   std::optional<tokenizer::ChatFormat> chat_format;
+  // A prompt must leave room for one generated token; text stops being encoded once it cannot.
+  const size_t max_prompt = size_t(a.max_context - 1);
+  bool too_long = false;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
+    too_long = prompt.size() > max_prompt;
   } else if (a.chat) {
     chat_format = tokenizer::detect_chat_format(*tok);
     if (!chat_format) fail(a.engine.model_dir, ": --chat: the tokenizer has no chat special tokens (K3 or Qwen3)");
@@ -125,11 +129,17 @@ int run(const RunArgs& a) {
     messages.push_back({{"role", "user"}, {"content", a.prompt_text}});
     tokenizer::ChatOptions co;
     co.thinking = !a.no_think;
-    prompt = tokenizer::render_chat(*tok, *chat_format, messages, co).ids;
+    co.max_ids = max_prompt;
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tok, *chat_format, messages, co);
+    prompt = std::move(rendered.ids);
+    too_long = rendered.too_long;
   } else {
-    prompt = tok->encode(a.prompt_text);
-    if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
+    too_long = !tok->encode_into_at_most(a.prompt_text, prompt, max_prompt);
+    if (prompt.empty() && !too_long) fail("--prompt: the text encodes to no tokens");
   }
+  if (too_long)
+    fail("the prompt has more than ", max_prompt, " tokens: --max-context ", a.max_context,
+         " leaves room for at most that many before the first generated token");
   auto session = engine->new_session(/*reuse_state=*/false);
   runtime::Drafter* drafter = engine->drafter();
   EventLog events(a.events);
@@ -146,7 +156,7 @@ int run(const RunArgs& a) {
                {"eos_token_id", engine->info().eos_token_id()}});
   uint64_t bytes_before = 0;
   runtime::GenerateOptions opt;
-  opt.max_new = a.max_new;
+  opt.max_new = std::min<int64_t>(a.max_new, a.max_context - int64_t(prompt.size()));
   opt.prefill_chunk = a.prefill_chunk;
   opt.prefill_memory = a.prefill_memory_gb * 1e9;
   opt.stop_at_eos = !a.no_eos;
@@ -265,6 +275,10 @@ Action register_run(CLI::App& app) {
   sub->add_flag("--chat", a->chat, "Render --prompt as one user message in the model's chat format (K3 or Qwen3)");
   sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer)");
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->transform(integer_in(0, INT32_MAX));
+  sub->add_option("--max-context", a->max_context,
+                  "Most tokens of prompt plus generated ones (a longer prompt is refused, --max-new is cut to fit)")
+      ->default_val(int64_t(1) << 20)
+      ->transform(integer_in(2, int64_t(1) << 30));
   sub->add_option("--prefill-chunk", a->prefill_chunk,
                   "Prompt positions per prefill pass (0 = as many as --prefill-memory-gb allows)")
       ->default_val(0)

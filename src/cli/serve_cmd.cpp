@@ -1,10 +1,13 @@
 // `sluice serve`: the OpenAI-compatible HTTP server (GET /v1/models, POST /v1/completions and
 // /v1/chat/completions, /health) over one loaded engine; loopback only unless --host says otherwise.
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "runtime/engine.h"
 #include "runtime/speculate/make_drafter.h"
@@ -51,32 +54,36 @@ Action register_serve(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (chat, completions, SSE)");
   sub->add_option("--model", o->engine.model_dir, "Model directory (config.json, safetensors, tokenizer files)")->required();
   sub->add_option("--host", o->host, "Address to listen on (loopback by default)")->default_val("127.0.0.1");
-  sub->add_option("--port", o->port, "Port (0 = any free port, printed on stderr)")->default_val(8000)->check(CLI::Range(0, 65535));
+  sub->add_option("--port", o->port, "Port (0 = any free port, printed on stderr)")->default_val(8000)->transform(integer_in(0, 65535));
   CLI::Option* key_opt = sub->add_option(
       "--api-key", *key_flag,
       "Require 'Authorization: Bearer KEY' on every route but /health (visible to other users in ps: "
       "prefer --api-key-file or SLUICE_API_KEY)");
   sub->add_option("--api-key-file", *key_file, "Read the API key from the first line of FILE")->excludes(key_opt);
   sub->add_option("--model-id", o->model_id, "Model name clients must send (default: the model directory's name)");
-  sub->add_option("--max-tokens", o->max_tokens, "Most tokens one request may generate")->default_val(1000000)->check(CLI::PositiveNumber);
+  sub->add_option("--max-tokens", o->max_tokens, "Most tokens one request may generate")->default_val(1000000)->transform(integer_in(1, INT32_MAX));
   sub->add_option("--default-max-tokens", o->default_max_tokens,
                   "Tokens a chat request without max_tokens may generate (completions: 256)")
-      ->default_val(4096)->check(CLI::PositiveNumber);
-  sub->add_option("--max-context", o->max_context, "Most tokens of prompt plus reply")->default_val(32768)->check(CLI::Range(int64_t(2), int64_t(1) << 20));
-  sub->add_option("--queue", o->queue, "Requests that may wait while one generates (more get 429)")->default_val(0)->check(CLI::Range(0, 64));
+      ->default_val(4096)->transform(integer_in(1, INT32_MAX));
+  sub->add_option("--max-context", o->max_context, "Most tokens of prompt plus reply")->default_val(32768)->transform(integer_in(2, int64_t(1) << 20));
+  sub->add_option("--queue", o->queue, "Requests that may wait while one generates (more get 429)")->default_val(0)->transform(integer_in(0, 64));
   sub->add_option("--max-request-bytes", o->max_request_bytes, "Largest request body accepted (more get 413)")
-      ->default_val(size_t(128) << 20)->check(CLI::Range(size_t(1024), size_t(1) << 34));
+      ->default_val(size_t(128) << 20)->transform(integer_in(1024, int64_t(1) << 34));
   sub->add_option("--max-connections", o->max_connections,
                   "Connections open at once (one thread each); more are answered 503 and closed")
-      ->default_val(256)->check(CLI::Range(size_t(16), size_t(4096)));
+      ->default_val(256)->transform(integer_in(16, 4096));
   sub->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's headers (in total, however it trickles them)")
-      ->default_val(10)->check(CLI::Range(1, 600));
+      ->default_val(10)->transform(integer_in(1, 600));
   sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");
   sub->add_flag("--no-state-reuse", *no_reuse, "Always prefill the whole prompt (never continue the last conversation's state)");
-  sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")->default_val("auto");
-  sub->add_option("--cache-gb", o->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")->default_val(1.0);
+  sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")
+      ->default_val("auto")
+      ->check(one_of({"auto", "stream", "resident"}));
+  sub->add_option("--cache-gb", o->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")
+      ->default_val(1.0)
+      ->transform(positive_number(1e6));
   sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict and pre-read the next layer's experts");
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "
               "--api-key-file is given); an empty key is refused.");

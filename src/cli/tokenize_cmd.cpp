@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/token_table.h"
 #include "tokenizer/tokenizer.h"
@@ -71,7 +72,9 @@ void read_chat_options(const tokenizer::ChatJson& doc, tokenizer::ChatOptions& o
 tokenizer::RenderedChat render_chat_file(const tokenizer::Tokenizer& tok, const std::string& path,
                                          const std::string& format_name) {
   using tokenizer::ChatJson;
-  ChatJson doc = ChatJson::parse(tokenizer::read_whole_file(path), nullptr, false);
+  bool too_deep = false;
+  ChatJson doc = format::parse_json_or_discarded<ChatJson>(tokenizer::read_whole_file(path), &too_deep);
+  SLUICE_CHECK(!too_deep, path, ": JSON nested deeper than the limit of ", format::kMaxJsonDepth, " levels");
   SLUICE_CHECK(!doc.is_discarded(), path, ": not valid JSON");
   tokenizer::ChatOptions opt;
   ChatJson messages = doc;

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <thread>
 
 #include "core/error.h"
 #include "runtime/generate.h"
@@ -24,6 +26,43 @@ int64_t unix_now() {
 }
 
 std::string clean(std::string_view bytes) { return tokenizer::utf8_replace_invalid(bytes); }
+
+// Sets `cancel` once `stop()` says so, checked every kPoll while it lives. The engine can spend
+// minutes in one prefill without producing a token, so the client and the shutdown flag are
+// watched from this thread, not from the token callback; the generation sees the flag before
+// every layer of a pass.
+class CancelWatcher {
+ public:
+  static constexpr std::chrono::milliseconds kPoll{50};
+  CancelWatcher(std::atomic<bool>& cancel, std::function<bool()> stop)
+      : cancel_(cancel), stop_(std::move(stop)), thread_([this] { watch(); }) {}
+  ~CancelWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      if (stop_()) {
+        cancel_.store(true);
+        return;
+      }
+      wake_.wait_for(lock, kPoll, [&] { return done_; });
+    }
+  }
+  std::atomic<bool>& cancel_;
+  std::function<bool()> stop_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members it reads exist
+};
 
 Json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
   return Json{{"prompt_tokens", prompt},
@@ -97,17 +136,18 @@ std::string Service::new_id(const char* prefix) {
   return std::string(prefix) + hex;
 }
 
-void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat) {
-  const int32_t vocab = int32_t(engine_->info().vocab_size);
-  for (int32_t id : p.prompt)
-    if (id < 0 || id >= vocab) fail("prompt token ", id, " is outside the model's vocabulary (", vocab, ")");
+void Service::fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long) {
   const int64_t n = int64_t(p.prompt.size());
-  if (n >= opt_.max_context)
+  if (too_long || n >= opt_.max_context)
     throw ApiError(400,
                    "This model's maximum context length is " + std::to_string(opt_.max_context) +
                        " tokens. However, your " + (chat ? "messages" : "prompt") + " resulted in " +
-                       std::to_string(n) + " tokens.",
+                       (too_long ? "more than " + std::to_string(opt_.max_context - 1) : std::to_string(n)) +
+                       " tokens.",
                    "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
+  const int32_t vocab = int32_t(engine_->info().vocab_size);
+  for (int32_t id : p.prompt)
+    if (id < 0 || id >= vocab) fail("prompt token ", id, " is outside the model's vocabulary (", vocab, ")");
   int64_t want = c.max_tokens > 0 ? c.max_tokens : (chat ? opt_.default_max_tokens : limits_.default_completion_tokens);
   p.max_new = std::min({want, opt_.max_tokens, opt_.max_context - n});
   p.common = c;
@@ -122,8 +162,10 @@ PreparedRequest Service::prepare_completion(const std::string& body, const std::
   CompletionRequest c = parse_completion_request(parse_body(body), limits_);
   if (admit) admit();
   PreparedRequest p;
-  p.prompt = tokenizer_->encode(c.prompt);
-  fill_common(p, c, false);
+  // Tokenizing stops as soon as the prompt cannot fit the context: a 100 MB prompt costs a length
+  // check, not seconds of encoding and gigabytes of ids.
+  const bool fits = tokenizer_->encode_into_at_most(c.prompt, p.prompt, size_t(opt_.max_context - 1));
+  fill_common(p, c, false, !fits);
   p.id = new_id("cmpl-");
   return p;
 }
@@ -156,12 +198,16 @@ PreparedRequest Service::prepare_chat(const std::string& body, const std::functi
   p.chat = true;
   p.format = *format_;
   p.opened_think = *format_ == tokenizer::ChatFormat::kimi_k3 && co.thinking;
+  co.max_ids = size_t(opt_.max_context - 1);
+  bool too_long = false;
   try {
-    p.prompt = tokenizer::render_chat(*tokenizer_, *format_, c.messages, co).ids;
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tokenizer_, *format_, c.messages, co);
+    p.prompt = std::move(rendered.ids);
+    too_long = rendered.too_long;
   } catch (const Error& e) {
     invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
   }
-  fill_common(p, c, true);
+  fill_common(p, c, true, too_long);
   p.id = new_id("chatcmpl-");
   return p;
 }
@@ -223,9 +269,14 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
   go.stop_at_eos = !req.common.ignore_eos;
+  // A client gone or a shutdown stops the generation within one layer, even inside a prefill.
+  // Only the watcher calls client_gone while the generation runs.
+  std::atomic<bool> cancel{false};
+  go.cancel = &cancel;
   std::string finish = "length";
   bool natural_end = false;
   try {
+    CancelWatcher watcher(cancel, [&] { return shutting_down_.load() || (client_gone && client_gone()); });
     auto on_token = [&](int32_t id) {
       ++completion_tokens;
       if (req.chat) {
@@ -242,10 +293,13 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
         add_content(stop.push(utf8.push(bytes)));
       }
       if (stop.hit()) throw StopSequenceHit{};
-      if (shutting_down_) throw ShuttingDown{};
-      if (client_gone && client_gone()) throw ClientGone{};
     };
     runtime::GenerateResult r = session_->generate(req.prompt, go, on_token);
+    if (r.stop_reason == "cancelled") {
+      // The session has reset its state: the next request prefills afresh and is exact.
+      if (shutting_down_) throw ShuttingDown{};
+      throw ClientGone{};
+    }
     finish = r.stop_reason == "eos" ? "stop" : "length";
     natural_end = true;
   } catch (const StopSequenceHit&) {

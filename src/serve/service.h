@@ -77,12 +77,15 @@ class Service {
 
   // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
   // through `write` (false = the client is gone) and return null; others return the response JSON.
-  // `client_gone` is checked between tokens. Throws ClientGone, or ApiError(503) when the server
-  // is shutting down (streams get an error event first).
+  // `client_gone` is polled every 50 ms from a watcher thread while the request runs (prefill
+  // included; the caller must not use what it checks meanwhile); once it says so, or the server
+  // begins shutting down, the generation stops within one layer. Throws ClientGone, or
+  // ApiError(503) when the server is shutting down (streams get an error event first).
   Json run(const PreparedRequest& req, const std::function<bool(const std::string&)>& write,
            const std::function<bool()>& client_gone);
 
-  // Stops running generations at their next token and refuses new ones (503).
+  // Stops the running generation within one layer (its watcher sees this within 50 ms) and
+  // refuses new ones (503).
   void begin_shutdown() { shutting_down_ = true; }
   bool shutting_down() const { return shutting_down_; }
 
@@ -90,7 +93,8 @@ class Service {
   int64_t completed() const { return completed_; }
 
  private:
-  void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat);
+  // too_long: the tokenizer stopped because the prompt has more ids than the context allows.
+  void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long);
   std::string new_id(const char* prefix);
 
   ServeOptions opt_;

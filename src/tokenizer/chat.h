@@ -39,6 +39,9 @@ struct ChatOptions {
   // K3: think blocks and the "<|open|>think<|sep|>" generation prompt ("response" when off).
   // Qwen3: enable_thinking (off adds an empty <think></think> to the generation prompt).
   bool thinking = true;
+  // Most ids the rendered prompt may have (an untrusted conversation against a context length):
+  // encoding stops as soon as it has more, and RenderedChat::too_long is set.
+  size_t max_ids = SIZE_MAX;
   // OpenAI "tools" array (or null). K3 prints it deep-sorted and compact in a tool-declare system
   // message; Qwen3 prints each entry with Python json.dumps spacing in insertion order.
   ChatJson tools = nullptr;
@@ -70,6 +73,8 @@ struct RenderedChat {
   std::vector<int32_t> ids;
   std::string text;                   // all segments concatenated (what a template engine prints)
   std::vector<ChatSegment> segments;  // K3: every structural piece is its own BPE segment
+  // More than ChatOptions::max_ids ids: encoding stopped there and `ids` holds a prefix.
+  bool too_long = false;
 };
 
 // Renders `messages` (a JSON array) for `format`. Throws sluice::Error on malformed messages or

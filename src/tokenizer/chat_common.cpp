@@ -69,12 +69,18 @@ int32_t require_special(const Tokenizer& tok, const std::string& spelling, const
   return *id;
 }
 
-RenderedChat encode_segments(const Tokenizer& tok, std::vector<ChatSegment> segments, const char* format) {
+RenderedChat encode_segments(const Tokenizer& tok, std::vector<ChatSegment> segments, const char* format,
+                             size_t max_ids) {
   RenderedChat out;
   for (const ChatSegment& s : segments) {
     out.text += s.text;
-    if (s.special) out.ids.push_back(require_special(tok, s.text, format));
-    else tok.encode_into(s.text, out.ids);
+    if (s.special) {
+      out.ids.push_back(require_special(tok, s.text, format));
+      out.too_long = out.ids.size() > max_ids;
+    } else {
+      out.too_long = !tok.encode_into_at_most(s.text, out.ids, max_ids - std::min(max_ids, out.ids.size()));
+    }
+    if (out.too_long) break;
   }
   out.segments = std::move(segments);
   return out;

@@ -18,8 +18,10 @@ ChatJson deep_sort(const ChatJson& v);
 std::string content_text(const ChatJson& content, const std::string& where);
 // The special token id for a spelling, or an error naming the format that needs it.
 int32_t require_special(const Tokenizer& tok, const std::string& spelling, const char* format);
-// Encodes segments: special ones as their single id, ordinary ones separately with encode_into.
-RenderedChat encode_segments(const Tokenizer& tok, std::vector<ChatSegment> segments, const char* format);
+// Encodes segments: special ones as their single id, ordinary ones separately with encode_into;
+// stops (too_long) once there are more than max_ids ids.
+RenderedChat encode_segments(const Tokenizer& tok, std::vector<ChatSegment> segments, const char* format,
+                             size_t max_ids);
 
 RenderedChat render_k3(const Tokenizer& tok, const ChatJson& messages, const ChatOptions& options);
 RenderedChat render_qwen3(const Tokenizer& tok, const ChatJson& messages, const ChatOptions& options);

@@ -321,7 +321,7 @@ RenderedChat render_k3(const Tokenizer& tok, const ChatJson& raw_messages, const
     x.open("message", {{"role", "assistant"}});
     x.open(o.thinking ? "think" : "response");
   }
-  return encode_segments(tok, std::move(x.segments), "Kimi K3");
+  return encode_segments(tok, std::move(x.segments), "Kimi K3", o.max_ids);
 }
 
 }  // namespace sluice::tokenizer::chat_detail

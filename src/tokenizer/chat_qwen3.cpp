@@ -154,7 +154,7 @@ RenderedChat render_qwen3(const Tokenizer& tok, const ChatJson& messages, const 
     out.literal("<|im_start|>assistant\n");
     if (!o.thinking) out.literal("<think>\n\n</think>\n\n");
   }
-  return encode_segments(tok, std::move(out.segments), "Qwen3");
+  return encode_segments(tok, std::move(out.segments), "Qwen3", o.max_ids);
 }
 
 }  // namespace sluice::tokenizer::chat_detail

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -68,6 +69,7 @@ class HfTokenizer final : public TableTokenizer {
     SLUICE_CHECK(!root.is_discarded(), name, ": not valid JSON");
     SLUICE_CHECK(root.is_object(), name, ": top level must be a JSON object");
     parse_normalizer(root.value("normalizer", Json()), name + ".normalizer");
+    normalizes_ = nfc_;
     parse_pre_tokenizer(field(root, "pre_tokenizer", name), name + ".pre_tokenizer");
     check_decoder(root.value("decoder", Json()), name + ".decoder");
     check_post_processor(root.value("post_processor", Json()), name + ".post_processor");
@@ -237,6 +239,7 @@ class HfTokenizer final : public TableTokenizer {
       specials.push_back(SpecialToken{id.get<int32_t>(), content.get<std::string>(), flag(a, "special", false)});
     }
     table_.build(std::move(specials), 0, name_, false);
+    table_built();
   }
 
   // Maps a vocabulary key from the ByteLevel alphabet back to bytes. Keys with characters outside
@@ -255,9 +258,11 @@ class HfTokenizer final : public TableTokenizer {
     return out;
   }
 
-  void encode_valid(std::string_view text, std::vector<int32_t>& out) const override {
+  bool encode_valid(std::string_view text, std::vector<int32_t>& out, size_t limit) const override {
     std::string normalized;
     if (nfc_ && nfc_normalize(text, normalized)) text = normalized;
+    // Each id stands for at most longest_ bytes of the normalised text.
+    if (limit != SIZE_MAX && text.size() / longest_ > limit - std::min(limit, out.size())) return false;
     thread_local std::vector<std::pair<size_t, size_t>> pieces, next;
     pieces.assign(1, {0, text.size()});
     for (const auto& split : splits_) {
@@ -275,6 +280,8 @@ class HfTokenizer final : public TableTokenizer {
       }
       pieces.swap(next);
     }
+    // Every piece gives at least one id.
+    if (limit != SIZE_MAX && pieces.size() > limit - std::min(limit, out.size())) return false;
     thread_local std::vector<int32_t> symbols;
     for (auto [b, e] : pieces) {
       std::string_view piece = text.substr(b, e - b);
@@ -284,13 +291,16 @@ class HfTokenizer final : public TableTokenizer {
         int32_t id = whole_.find(key);
         if (id >= 0) {
           out.push_back(id);
+          if (out.size() > limit) return false;
           continue;
         }
       }
       symbols.clear();
       for (unsigned char c : piece) symbols.push_back(byte_id_[c]);
       bpe_merge_ids(symbols, merges_, out);
+      if (out.size() > limit) return false;
     }
+    return true;
   }
 
   std::string name_;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace sluice::tokenizer {
 
@@ -16,15 +17,22 @@ class RegexSplitter {
   RegexSplitter(const RegexSplitter&) = delete;
   RegexSplitter& operator=(const RegexSplitter&) = delete;
 
-  // Calls on_match(begin, end) for each non-empty leftmost-first match in `text`, left to right.
-  // `text` must be valid UTF-8 (callers validate once). Thread-safe.
+  // Calls on_match(begin, end) for each non-empty leftmost-first match in `text`, left to right;
+  // an on_match that returns bool stops the walk by returning false. `text` must be valid UTF-8
+  // (callers validate once). Thread-safe.
   template <typename OnMatch>
   void for_each_match(std::string_view text, OnMatch&& on_match) const {
     size_t pos = 0;
     while (pos < text.size()) {
       size_t begin, end;
       if (!next_match(text, pos, begin, end)) break;
-      if (end > begin) on_match(begin, end);
+      if (end > begin) {
+        if constexpr (std::is_same_v<std::invoke_result_t<OnMatch&, size_t, size_t>, bool>) {
+          if (!on_match(begin, end)) return;
+        } else {
+          on_match(begin, end);
+        }
+      }
       pos = end > begin ? end : next_char(text, begin);
     }
   }

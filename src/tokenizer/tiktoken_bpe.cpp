@@ -105,6 +105,7 @@ class TiktokenTokenizer final : public TableTokenizer {
       SLUICE_CHECK(s.id >= n_ranks_, name, ": special token ", s.spelling, " has id ", s.id,
                    ", which is an ordinary rank (< ", n_ranks_, ")");
     table_.build(std::move(specials), n_ranks_, name);
+    table_built();
     kimi_slicing_ = options.pattern == TiktokenPattern::kimi_k3;
     const char* pattern = options.pattern == TiktokenPattern::kimi_k3     ? kKimiK3Pattern
                           : options.pattern == TiktokenPattern::cl100k_base ? kCl100kPattern
@@ -165,11 +166,8 @@ class TiktokenTokenizer final : public TableTokenizer {
     table_.set_ordinary(std::move(tokens));
   }
 
-  void encode_valid(std::string_view text, std::vector<int32_t>& out) const override {
-    if (!kimi_slicing_) {
-      encode_chunk(text, out);
-      return;
-    }
+  bool encode_valid(std::string_view text, std::vector<int32_t>& out, size_t limit) const override {
+    if (!kimi_slicing_) return encode_chunk(text, out, limit);
     // Kimi: 400,000-character slices, each cut wherever a whitespace / non-whitespace run
     // (Python isspace) exceeds 25,000 characters; every piece is pre-tokenised on its own.
     size_t pos = 0;
@@ -189,25 +187,32 @@ class TiktokenTokenizer final : public TableTokenizer {
           run = 1;
           run_space = space;
         } else if (++run > kKimiRunChars) {
-          encode_chunk(text.substr(start, i - start), out);
+          if (!encode_chunk(text.substr(start, i - start), out, limit)) return false;
           start = i;
           run = 1;
         }
         i += len;
       }
-      encode_chunk(text.substr(start, slice_end - start), out);
+      if (!encode_chunk(text.substr(start, slice_end - start), out, limit)) return false;
       pos = slice_end;
     }
+    return true;
   }
 
-  void encode_chunk(std::string_view chunk, std::vector<int32_t>& out) const {
+  // Pre-tokenises and encodes one chunk; stops after the first piece that takes out past `limit`.
+  bool encode_chunk(std::string_view chunk, std::vector<int32_t>& out, size_t limit) const {
     size_t last = 0;
+    bool within = true;
     regex_->for_each_match(chunk, [&](size_t begin, size_t end) {
       if (begin > last) bpe_encode_bytes(chunk.substr(last, begin - last), ranks_, out);  // unmatched gap
       bpe_encode_bytes(chunk.substr(begin, end - begin), ranks_, out);
       last = end;
+      within = out.size() <= limit;
+      return within;
     });
+    if (!within) return false;
     if (last < chunk.size()) bpe_encode_bytes(chunk.substr(last), ranks_, out);
+    return out.size() <= limit;
   }
 
   TokenRankMap ranks_;

@@ -3,6 +3,7 @@
 #include "tokenizer/utf8.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -96,14 +97,40 @@ std::optional<int32_t> TokenTable::special_id(std::string_view spelling) const {
   return it->second;
 }
 
+bool Tokenizer::encode_into_at_most(std::string_view text, std::vector<int32_t>& out, size_t max_ids) const {
+  const size_t start = out.size();
+  encode_into(text, out);
+  return out.size() - start <= max_ids;
+}
+
+size_t TokenTable::longest_token() const {
+  size_t longest = 1;
+  for (size_t id = 0; id + 1 < offsets_.size(); ++id) longest = std::max<size_t>(longest, offsets_[id + 1] - offsets_[id]);
+  return longest;
+}
+
 void TableTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) const {
+  encode_within(text, out, SIZE_MAX);
+}
+
+bool TableTokenizer::encode_into_at_most(std::string_view text, std::vector<int32_t>& out, size_t max_ids) const {
+  // Without a normaliser every id covers at most longest_ bytes of the text (an invalid byte: 1),
+  // so a text longer than that allows is refused before any work (a 100 MB prompt costs nothing).
+  if (!normalizes_ && max_ids < SIZE_MAX / longest_ && text.size() > max_ids * longest_) return false;
+  const size_t limit = SIZE_MAX - out.size() > max_ids ? out.size() + max_ids : SIZE_MAX;
+  return encode_within(text, out, limit);
+}
+
+bool TableTokenizer::encode_within(std::string_view text, std::vector<int32_t>& out, size_t limit) const {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t good = utf8_valid_prefix(text, pos);
-    if (good > 0) encode_valid(text.substr(pos, good), out);
+    if (good > 0 && !encode_valid(text.substr(pos, good), out, limit)) return false;
     pos += good;
     if (pos < text.size()) out.push_back(byte_id_[static_cast<unsigned char>(text[pos++])]);
+    if (out.size() > limit) return false;
   }
+  return true;
 }
 
 }  // namespace sluice::tokenizer

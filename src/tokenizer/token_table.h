@@ -33,6 +33,8 @@ class TokenTable {
   std::optional<int32_t> special_id(std::string_view spelling) const;
   const std::vector<SpecialToken>& specials() const { return specials_; }
   int32_t vocab_size() const { return int32_t(offsets_.size()) - 1; }
+  // Bytes of the longest token (at least 1).
+  size_t longest_token() const;
 
  private:
   std::string blob_;
@@ -55,6 +57,7 @@ class TableTokenizer : public Tokenizer {
     return out;
   }
   void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
+  bool encode_into_at_most(std::string_view text, std::vector<int32_t>& out, size_t max_ids) const override;
   std::string decode(std::span<const int32_t> ids) const override { return table_.decode(ids); }
   std::string_view token_bytes(int32_t id) const override { return table_.bytes(id); }
   std::optional<int32_t> special_id(std::string_view spelling) const override { return table_.special_id(spelling); }
@@ -62,9 +65,20 @@ class TableTokenizer : public Tokenizer {
   int32_t vocab_size() const override { return table_.vocab_size(); }
 
  protected:
-  virtual void encode_valid(std::string_view text, std::vector<int32_t>& out) const = 0;
+  // Appends the ids of well-formed text. A format checks out.size() against `limit` between
+  // pieces (never inside one, so what it appends is the same whatever the limit) and returns false
+  // as soon as it exceeds it; true when the text is done. The ids appended are final either way.
+  virtual bool encode_valid(std::string_view text, std::vector<int32_t>& out, size_t limit) const = 0;
+  // Call once the table is built (sets longest_).
+  void table_built() { longest_ = table_.longest_token(); }
   TokenTable table_;
   int32_t byte_id_[256] = {};
+  bool normalizes_ = false;  // a normaliser may shorten the text: no length bound before encoding
+  size_t longest_ = 1;
+
+ private:
+  // encode_into, stopping once out.size() exceeds `limit`; false then.
+  bool encode_within(std::string_view text, std::vector<int32_t>& out, size_t limit) const;
 };
 
 }  // namespace sluice::tokenizer

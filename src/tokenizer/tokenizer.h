@@ -30,6 +30,14 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Appends to `out` instead of returning a new vector (the chat renderers use this).
   virtual void encode_into(std::string_view text, std::vector<int32_t>& out) const = 0;
+  // encode_into with a budget, for untrusted text that must fit a context: gives up as soon as
+  // more than `max_ids` ids have been appended and returns false ("too long"; what was appended
+  // is a prefix of the encoding, possibly empty when a bound proved it too long first: each id
+  // stands for at most the longest token's bytes, each pre-token for at least one id). Returns
+  // true when the whole text encodes to at most max_ids ids; `out` then holds exactly what
+  // encode_into appends. The default encodes in full and then counts; the BPE tokenizers stop
+  // within a pre-token of the budget.
+  virtual bool encode_into_at_most(std::string_view text, std::vector<int32_t>& out, size_t max_ids) const;
 
   // Concatenates the raw bytes of each token (specials decode to their spelling). The result may
   // be invalid UTF-8 when ids split a code point; use Utf8StreamDecoder (utf8.h) for display.

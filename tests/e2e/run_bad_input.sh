@@ -116,6 +116,28 @@ expect_usage "infinite cache" "--cache-gb: 'inf' is not a decimal number" run --
 expect_usage "unknown experts mode" "--experts: 'both' is not one of" run --model "$work/u1" --prompt-ids 1 --experts both
 expect_usage "top-p above 1" "--top-p: 1.5 is outside 0..1" run --model "$work/u1" --prompt-ids 1 --top-p 1.5
 expect_usage "negative retries" "--retries: -1 is outside 0..1000" setup --source "$work/u1" --model "$work/u1b" --full --retries -1
+# serve's numeric and enumerated options go through the same validators (checked before loading).
+expect_usage "serve: infinite cache" "--cache-gb: 'inf' is not a decimal number" serve --model "$work/u1" --cache-gb inf
+expect_usage "serve: zero cache" "--cache-gb: 0 is not positive" serve --model "$work/u1" --cache-gb 0
+expect_usage "serve: port in exponent form" "--port: '8e3' is not a decimal integer" serve --model "$work/u1" --port 8e3
+expect_usage "serve: port past 65535" "--port: 65536 is outside 0..65535" serve --model "$work/u1" --port 65536
+expect_usage "serve: hex header timeout" "--header-timeout: '0x5' is not a decimal integer" serve --model "$work/u1" --header-timeout 0x5
+expect_usage "serve: hex max tokens" "--max-tokens: '0x10' is not a decimal integer" serve --model "$work/u1" --max-tokens 0x10
+expect_usage "serve: queue past 64" "--queue: 65 is outside 0..64" serve --model "$work/u1" --queue 65
+expect_usage "serve: unknown experts mode" "--experts: 'both' is not one of" serve --model "$work/u1" --experts both
+
+# `sluice tokenize --chat` on a file nested 100,000 deep: one line naming the file and the depth
+# limit, exit 1 (it used to overflow the stack).
+python3 -c "print('[{\"role\":\"user\",\"content\":' + '[' * 100000 + ']' * 100000 + '}]')" >"$work/deep_chat.json"
+out=$("$sluice" tokenize --model "$2/models/default/target" --chat "$work/deep_chat.json" 2>&1 >/dev/null) && rc=0 || rc=$?
+case "$rc:$out" in 1:*"deep_chat.json: JSON nested deeper than the limit of 256 levels") echo "ok   deep chat file: $out" ;;
+  *) echo "FAIL deep chat file: rc=$rc $(printf '%s' "$out" | head -c 300)"; failures=$((failures + 1)) ;; esac
+
+# A prompt longer than --max-context allows is refused with one line (text stops being encoded
+# once it is too long).
+out=$("$sluice" run --model "$work/u1" --prompt-ids 1,2,3,4 --max-context 4 2>&1 >/dev/null) && rc=0 || rc=$?
+case "$rc:$out" in 1:*"the prompt has more than 3 tokens: --max-context 4"*) echo "ok   prompt past --max-context: $out" ;;
+  *) echo "FAIL prompt past --max-context: rc=$rc $out"; failures=$((failures + 1)) ;; esac
 
 # A cache budget past physical memory is refused with the numbers (not "internal error: bad_alloc").
 make_model c1
