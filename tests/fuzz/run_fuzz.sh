@@ -26,13 +26,17 @@ read -r -a sources <<<"$(sed -n 's|^// fuzz-sources:||p' "$main_cpp" | tr '\n' '
 read -r -a libs <<<"$(sed -n 's|^// fuzz-libs:||p' "$main_cpp" | tr '\n' ' ')"
 seconds=${SLUICE_FUZZ_SECONDS:-10}
 runs=${SLUICE_FUZZ_RUNS:-}
-mkdir -p "$work/obj" "$work/corpus"
+# Objects are shared by every target (one set of flags compiles them all), so a source that several
+# targets name (json_util, the tokenizer) is compiled once. Each is written under a temporary name
+# and renamed, so two targets compiling the same source at once (ctest -j) cannot mix their bytes.
+objdir=$3/obj
+mkdir -p "$objdir" "$work/corpus"
 
 cxx=(clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer -I"$src/src")
-flags_stamp="$work/flags"
-flags_now="${cxx[*]} | ${libs[*]:-}"
-[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$work"/obj/*.o
+flags_stamp="$objdir/flags"
+flags_now="${cxx[*]}"
+[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$objdir"/*.o
 
 # An object is rebuilt when it is missing or older than any file its depfile lists.
 up_to_date() {
@@ -48,11 +52,13 @@ up_to_date() {
 objects=()
 for rel in "$main_cpp" "${sources[@]/#/$src/}"; do
   [ -f "$rel" ] || { echo "run_fuzz: $main_cpp names a missing source: $rel" >&2; exit 2; }
-  obj=$work/obj/$(echo "${rel#"$src"/}" | tr '/' '_').o
+  obj=$objdir/$(echo "${rel#"$src"/}" | tr '/' '_').o
   objects+=("$obj")
   if ! up_to_date "$obj"; then
     echo "run_fuzz: compiling ${rel#"$src"/}"
-    "${cxx[@]}" -MMD -MF "$obj.d" -c "$rel" -o "$obj"
+    "${cxx[@]}" -MMD -MF "$obj.d.$$" -c "$rel" -o "$obj.$$"
+    mv -f "$obj.d.$$" "$obj.d"
+    mv -f "$obj.$$" "$obj"
   fi
 done
 echo "$flags_now" >"$flags_stamp"
