@@ -20,7 +20,7 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnceForAnySplit) {
     ASSERT_EQ(pool.size(), threads);
     for (int64_t n : {0, 1, 7, 1000}) {
       for (int64_t grain : {1, 3, 64}) {
-        std::vector<std::atomic<int>> hits(size_t(n));
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
         pool.parallel_for(n, grain, [&](int64_t a, int64_t b) {
           ASSERT_LE(0, a);
           ASSERT_LE(a, b);
