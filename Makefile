@@ -3,7 +3,7 @@ BUILD ?= build/release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test test-sanitize test-asan test-tsan fuzz demo bench clean
 
 all: build
 
@@ -20,6 +20,50 @@ build: deps configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Sanitizer builds (CUDA off): the unit and e2e tests under AddressSanitizer + UBSan, and the store,
+# server and thread-pool tests under ThreadSanitizer. Any report fails the test (halt_on_error).
+SAN_ASAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_TSAN = -fsanitize=thread -fno-omit-frame-pointer
+SAN_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF
+# The fuzz runs have their own sanitizer build (run_fuzz.sh, label fuzz); the 10 MB tokenizer inputs
+# only repeat under ASan what the release run checks, at ~10x the time; serve_load asserts that the
+# server's RSS stays flat, which a sanitizer's allocator (ASan's quarantine of freed memory, TSan's
+# shadow) does not let it do.
+ASAN_EXCLUDE ?= TokenizerLargeInput|^e2e\.serve_load$$
+TSAN_TESTS ?= ^(Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance)|^e2e\.serve_(http|limits)$$
+export ASAN_OPTIONS ?= abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
+
+test-sanitize: test-asan test-tsan
+
+test-asan: deps
+	cmake -S . -B build/asan -G Ninja $(SAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_ASAN)" \
+	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_ASAN)"
+	cmake --build build/asan -j $(JOBS) --target sluice unit_tests
+	cd build/asan && ctest --output-on-failure -j $(JOBS) -LE fuzz -E '$(ASAN_EXCLUDE)'
+
+test-tsan: deps
+	cmake -S . -B build/tsan -G Ninja $(SAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_TSAN)" \
+	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_TSAN)"
+	cmake --build build/tsan -j $(JOBS) --target sluice unit_tests
+	cd build/tsan && ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# Long fuzz runs: every tests/fuzz/*_fuzz.cpp for FUZZ_RUNS executions (libFuzzer -runs), printing
+# executions/s per target. A crash stops the run and leaves its input under build/fuzz-long/<target>/.
+FUZZ_RUNS ?= 1000000
+fuzz:
+	@for f in tests/fuzz/*_fuzz.cpp; do \
+	  t=$$(basename $$f .cpp); \
+	  SLUICE_FUZZ_RUNS=$(FUZZ_RUNS) bash tests/fuzz/run_fuzz.sh $$t . build/fuzz-long || exit 1; \
+	done
+	@echo "make fuzz: executions and executions/s per target"
+	@for f in tests/fuzz/*_fuzz.cpp; do \
+	  t=$$(basename $$f .cpp); log=build/fuzz-long/$$t/log; \
+	  printf '  %-22s %10s executions %8s/s\n' $$t \
+	    "$$(sed -n 's/^stat::number_of_executed_units: *//p' $$log)" "$$(sed -n 's/^stat::average_exec_per_sec: *//p' $$log)"; \
+	done
 
 demo: build
 	bash scripts/demo.sh $(BUILD)/sluice

@@ -38,6 +38,7 @@ json file_json(const FileEntry& f) {
 FileEntry file_from(const json& j, const std::string& w) {
   FileEntry f;
   f.name = format::get_string(j, "name", w);
+  if (format::get_int(j, "size", w) < 0) fail(w, ": field 'size' must not be negative");
   f.size = uint64_t(format::get_int(j, "size", w));
   f.sha256 = format::get_string(j, "sha256", w);
   f.source_sha256 = format::get_string_or(j, "source_sha256", "", w);
@@ -54,6 +55,8 @@ void parse_header(SourceShard& s, const std::string& where) {
                                                data, where);
 }
 
+InstallRecord record_from(const json& j, const std::string& path);
+
 }  // namespace
 
 void write_record(const InstallRecord& r, const std::string& model_dir) {
@@ -69,7 +72,16 @@ void write_record(const InstallRecord& r, const std::string& model_dir) {
 
 InstallRecord read_record(const std::string& model_dir) {
   const std::string path = record_path(model_dir);
-  json j = format::read_json_file(path);
+  return record_from(format::read_json_file(path), path);
+}
+
+InstallRecord parse_record(const std::string& text, const std::string& where) {
+  return record_from(format::parse_json_text(text, where), where);
+}
+
+namespace {
+
+InstallRecord record_from(const json& j, const std::string& path) {
   if (format::get_string_or(j, "format", "", path) != kRecordFormat)
     fail(path, ": not a sluice install record (field 'format' must be '", kRecordFormat, "')");
   int64_t v = format::get_int(j, "version", path);
@@ -87,6 +99,7 @@ InstallRecord read_record(const std::string& model_dir) {
     SourceShard sh;
     sh.name = format::get_string(s, "name", w);
     if (!plain_name(sh.name)) fail(w, ": shard name '", sh.name, "' is not a plain file name");
+    if (format::get_int(s, "size", w) < 0) fail(w, ": shard ", sh.name, " has a negative size");
     sh.size = uint64_t(format::get_int(s, "size", w));
     sh.sha256 = format::get_string(s, "sha256", w);
     sh.header = format::get_string(s, "header", w);
@@ -97,6 +110,8 @@ InstallRecord read_record(const std::string& model_dir) {
   if (r.shards.empty()) fail(path, ": lists no shards");
   return r;
 }
+
+}  // namespace
 
 std::map<std::string, std::string> read_sha256sums(Source& src) {
   std::map<std::string, std::string> sums;

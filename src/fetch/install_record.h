@@ -47,6 +47,8 @@ std::string record_path(const std::string& model_dir);
 void write_record(const InstallRecord& r, const std::string& model_dir);
 // Reads and validates sluice-source.json (headers are parsed again and checked).
 InstallRecord read_record(const std::string& model_dir);
+// Same, from the record's text; `where` (its path) starts every error.
+InstallRecord parse_record(const std::string& text, const std::string& where);
 
 // Small files setup copies when the source has them (config.json is required).
 const std::vector<std::string>& small_file_names();

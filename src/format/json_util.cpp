@@ -122,6 +122,14 @@ std::string describe_json(const json& value) {
 }
 
 json parse_json_text(std::string_view text, const std::string& where) {
+  // nlohmann stops at a NUL byte as if the text ended there, so "{}\0<anything>" would parse as {}
+  // with the rest unread. No JSON text holds a raw NUL (inside strings it must be \u0000).
+  if (size_t at = text.find('\0'); at != std::string_view::npos) {
+    size_t line = 0, column = 0;
+    line_column(text, at, &line, &column);
+    fail(where, ": invalid JSON at byte ", at, " (line ", line, ", column ", column,
+         "): a NUL byte (JSON text cannot contain one)");
+  }
   if (size_t at = json_depth_overflow(text); at != std::string_view::npos) {
     size_t line = 0, column = 0;
     line_column(text, at, &line, &column);

@@ -23,18 +23,20 @@ inline constexpr size_t kMaxJsonDepth = 256;
 size_t json_depth_overflow(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 // Parses `text`; `where` (usually the file path) starts every error message. Rejects invalid JSON
-// (naming the byte offset, line and column), nesting deeper than kMaxJsonDepth and duplicate keys
-// in any object (nlohmann would otherwise keep the last one silently).
+// (naming the byte offset, line and column), a NUL byte anywhere (nlohmann would stop reading
+// there and accept what came before), nesting deeper than kMaxJsonDepth and duplicate keys in any
+// object (nlohmann would otherwise keep the last one silently).
 nlohmann::json parse_json_text(std::string_view text, const std::string& where);
 
 // For parsers that answer bad input their own way: the parsed value, or a discarded one when
-// `text` is not valid JSON or nests deeper than kMaxJsonDepth (then *too_deep is set, if given).
+// `text` is not valid JSON (a NUL byte included) or nests deeper than kMaxJsonDepth (then
+// *too_deep is set, if given).
 // The only other way JSON is parsed here; JsonT is nlohmann::json or nlohmann::ordered_json.
 template <class JsonT>
 JsonT parse_json_or_discarded(std::string_view text, bool* too_deep = nullptr) {
   bool deep = json_depth_overflow(text) != std::string_view::npos;
   if (too_deep) *too_deep = deep;
-  if (deep) return JsonT(JsonT::value_t::discarded);
+  if (deep || text.find('\0') != std::string_view::npos) return JsonT(JsonT::value_t::discarded);
   return JsonT::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 

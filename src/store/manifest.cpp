@@ -66,9 +66,23 @@ void write_manifest(const Manifest& m, const std::string& path) {
   format::write_file_atomic(path, j.dump(1) + "\n");
 }
 
+namespace {
+Manifest from_json(const json& j, const std::string& path, const ExpertBank& bank, const std::string& model_id);
+}  // namespace
+
 Manifest read_manifest(const std::string& path, const ExpertBank& bank, const std::string& model_id) {
   require_regular_if_exists(path);  // a FIFO in the manifest's place must not block the reader
-  json j = format::read_json_file(path);
+  return from_json(format::read_json_file(path), path, bank, model_id);
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& path, const ExpertBank& bank,
+                        const std::string& model_id) {
+  return from_json(format::parse_json_text(text, path), path, bank, model_id);
+}
+
+namespace {
+
+Manifest from_json(const json& j, const std::string& path, const ExpertBank& bank, const std::string& model_id) {
   const std::string& w = path;
   if (!j.is_object() || format::get_string_or(j, "format", "", w) != kManifestFormat)
     fail(path, ": not a sluice expert manifest (field 'format' must be '", kManifestFormat, "')");
@@ -115,11 +129,13 @@ Manifest read_manifest(const std::string& path, const ExpertBank& bank, const st
       if (!experts[size_t(e)].is_array() || experts[size_t(e)].empty()) fail(where, ": no holders");
       for (const json& h : experts[size_t(e)]) {
         Holder x;
-        x.home = int(format::get_int(h, "home", where));
-        if (x.home < 0 || x.home >= int(m.homes.size())) fail(where, ": holder names home ", x.home, " which is not listed");
+        const int64_t home = format::get_int(h, "home", where);  // range-checked before it is narrowed
+        if (home < 0 || home >= int64_t(m.homes.size())) fail(where, ": holder names home ", home, " which is not listed");
+        x.home = int(home);
         x.file = format::get_string(h, "file", where);
         if (x.file.empty() || x.file.find("..") != std::string::npos || x.file[0] == '/')
           fail(where, ": holder file '", x.file, "' must be a plain path inside its home");
+        if (format::get_int(h, "offset", where) < 0) fail(where, ": holder offset must not be negative");
         x.offset = uint64_t(format::get_int(h, "offset", where));
         x.length = uint64_t(format::get_int(h, "length", where));
         if (x.offset % ExpertLayout::kAlign || x.length != m.layout.slot_bytes)
@@ -136,5 +152,7 @@ Manifest read_manifest(const std::string& path, const ExpertBank& bank, const st
   }
   return m;
 }
+
+}  // namespace
 
 }  // namespace sluice::store

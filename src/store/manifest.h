@@ -51,5 +51,9 @@ void write_manifest(const Manifest& m, const std::string& path);
 // Reads and validates; `bank` (the model's, from its config.json) and `model_id` must match (else
 // the manifest is foreign).
 Manifest read_manifest(const std::string& path, const ExpertBank& bank, const std::string& model_id);
+// Same, from the text of a manifest read from `path` (named in errors; relative homes resolve
+// against its directory).
+Manifest parse_manifest(const std::string& text, const std::string& path, const ExpertBank& bank,
+                        const std::string& model_id);
 
 }  // namespace sluice::store

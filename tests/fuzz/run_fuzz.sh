@@ -4,7 +4,8 @@
 # The target's .cpp names the project sources it needs on `// fuzz-sources: a.cpp b.cpp` lines
 # (paths relative to the source dir) and extra link flags on `// fuzz-libs: -lfoo` lines.
 # Seeds come from tests/fuzz/corpus/<target>/, a dictionary from tests/fuzz/<target>.dict; both
-# optional. Runs SLUICE_FUZZ_SECONDS (default 20). Exit 77 = skipped (no clang++); non-zero = crash.
+# optional. Runs SLUICE_FUZZ_SECONDS (default 10), or SLUICE_FUZZ_RUNS executions when that is set
+# (make fuzz), and prints the executions and executions/s. Exit 77 = skipped (no clang++); non-zero = crash.
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
@@ -23,14 +24,19 @@ main_cpp=$src/tests/fuzz/$target.cpp
 [ -f "$main_cpp" ] || { echo "run_fuzz: no fuzz target $main_cpp" >&2; exit 2; }
 read -r -a sources <<<"$(sed -n 's|^// fuzz-sources:||p' "$main_cpp" | tr '\n' ' ')"
 read -r -a libs <<<"$(sed -n 's|^// fuzz-libs:||p' "$main_cpp" | tr '\n' ' ')"
-seconds=${SLUICE_FUZZ_SECONDS:-20}
-mkdir -p "$work/obj" "$work/corpus"
+seconds=${SLUICE_FUZZ_SECONDS:-10}
+runs=${SLUICE_FUZZ_RUNS:-}
+# Objects are shared by every target (one set of flags compiles them all), so a source that several
+# targets name (json_util, the tokenizer) is compiled once. Each is written under a temporary name
+# and renamed, so two targets compiling the same source at once (ctest -j) cannot mix their bytes.
+objdir=$3/obj
+mkdir -p "$objdir" "$work/corpus"
 
 cxx=(clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer -I"$src/src")
-flags_stamp="$work/flags"
-flags_now="${cxx[*]} | ${libs[*]:-}"
-[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$work"/obj/*.o
+flags_stamp="$objdir/flags"
+flags_now="${cxx[*]}"
+[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$objdir"/*.o
 
 # An object is rebuilt when it is missing or older than any file its depfile lists.
 up_to_date() {
@@ -46,11 +52,13 @@ up_to_date() {
 objects=()
 for rel in "$main_cpp" "${sources[@]/#/$src/}"; do
   [ -f "$rel" ] || { echo "run_fuzz: $main_cpp names a missing source: $rel" >&2; exit 2; }
-  obj=$work/obj/$(echo "${rel#"$src"/}" | tr '/' '_').o
+  obj=$objdir/$(echo "${rel#"$src"/}" | tr '/' '_').o
   objects+=("$obj")
   if ! up_to_date "$obj"; then
     echo "run_fuzz: compiling ${rel#"$src"/}"
-    "${cxx[@]}" -MMD -MF "$obj.d" -c "$rel" -o "$obj"
+    "${cxx[@]}" -MMD -MF "$obj.d.$$" -c "$rel" -o "$obj.$$"
+    mv -f "$obj.d.$$" "$obj.d"
+    mv -f "$obj.$$" "$obj"
   fi
 done
 echo "$flags_now" >"$flags_stamp"
@@ -62,15 +70,20 @@ fi
 
 corpora=("$work/corpus")  # new inputs go to the first directory, never into the source tree
 [ -d "$src/tests/fuzz/corpus/$target" ] && corpora+=("$src/tests/fuzz/corpus/$target")
-options=(-max_len=4096 -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-         -artifact_prefix="$work/")
+options=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/")
+if [ -n "$runs" ]; then options+=(-runs="$runs"); else options+=(-max_total_time="$seconds"); fi
 [ -f "$src/tests/fuzz/$target.dict" ] && options+=(-dict="$src/tests/fuzz/$target.dict")
 
-echo "run_fuzz: running $target for ${seconds}s"
+if [ -n "$runs" ]; then echo "run_fuzz: running $target for $runs executions"; else echo "run_fuzz: running $target for ${seconds}s"; fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-status=0
-"$binary" "${options[@]}" "${corpora[@]}" || status=$?
+set +e
+"$binary" "${options[@]}" "${corpora[@]}" 2>&1 | tee "$work/log"
+status=${PIPESTATUS[0]}
+set -e
+execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
+rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)
+echo "run_fuzz: $target: ${execs:-?} executions, ${rate:-?} executions/s"
 if [ $status -ne 0 ]; then
   echo "run_fuzz: $target FAILED (exit $status); crashing input saved under $work/ (crash-*, leak-*, timeout-*)" >&2
   exit 1

@@ -38,6 +38,24 @@ void* operator new(size_t n, std::align_val_t a) {
   throw std::bad_alloc();
 }
 void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+// The nothrow forms too (std::stable_sort's temporary buffer uses one): the library's own would
+// allocate from its heap while the deletes above free with std::free. A malloc-based heap hides the
+// mismatch; AddressSanitizer's does not (alloc-dealloc-mismatch in every test of this binary).
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  const size_t al = size_t(a);
+  return std::aligned_alloc(al, (n + al - 1) / al * al);
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept { return operator new(n, a, t); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }

@@ -41,6 +41,20 @@ TEST(JsonUtil, ParseErrorNamesPosition) {
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON");
 }
 
+// nlohmann ends its input at a NUL byte; found by the json_depth_fuzz target (the scanner saw a
+// '{' after the NUL that nlohmann never read). Text after a NUL must not be silently dropped.
+TEST(JsonUtil, NulByteIsRefusedWhereverItIs) {
+  using namespace std::string_literals;
+  std::string msg = error_of([] { parse_json_text("{\"a\":1}\0{\"b\":"s, "req.json"); });
+  EXPECT_CONTAINS(msg, "req.json: invalid JSON at byte 7 (line 1, column 8): a NUL byte");
+  msg = error_of([] { parse_json_text("\0"s, "req.json"); });
+  EXPECT_CONTAINS(msg, "req.json: invalid JSON at byte 0");
+  bool deep = true;
+  EXPECT_TRUE(parse_json_or_discarded<json>("[1]\0]"s, &deep).is_discarded());
+  EXPECT_FALSE(deep);
+  EXPECT_EQ(parse_json_text("\"\\u0000\"", "req.json"), json(std::string(1, '\0')));  // escaped NUL is fine
+}
+
 TEST(JsonUtil, DuplicateKeysRejectedAtAnyDepth) {
   EXPECT_CONTAINS(error_of([] { parse_json_text(R"({"a":1,"a":2})", "f"); }), "duplicate key \"a\"");
   EXPECT_CONTAINS(error_of([] { parse_json_text(R"({"x":[{"b":1},{"c":1,"c":2}]})", "f"); }), "duplicate key \"c\"");

@@ -230,7 +230,9 @@ void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, cons
       const uint8_t* src = packed + r * row_bytes + b * 16;
       prefetch_ahead(src + R * row_bytes);
       if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
-      const __mmask64 valid_bytes = (__mmask64(1) << (valid_blocks * 16)) - 1;  // unused for a full chunk
+      // A full chunk is 64 bytes: shifting a 64-bit mask by 64 is undefined (UBSan), so it is all ones.
+      const __mmask64 valid_bytes =
+          valid_blocks == kChunkBlocks ? ~__mmask64(0) : (__mmask64(1) << (valid_blocks * 16)) - 1;
       __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(valid_bytes, src);
       const ChunkWeights cw = decode_chunk(raw, table);
       const __m512 scale = chunk_scales(scales + r * blocks + b, valid_blocks);

@@ -1,0 +1,59 @@
+// libFuzzer target for config.json of every architecture: the input is the file's text. The
+// registry's dispatch (model/registry.cpp model_type_of + find_architecture) is redone here on the
+// root's model_type, and every parser (Kimi K3 / Kimi-Linear, Qwen3, DSpark) also gets every input,
+// whatever it names. Parsing may only succeed or throw sluice::Error, and a config it accepts must
+// name its own architecture and have positive sizes.
+// fuzz-sources: src/format/kimi_config.cpp src/format/qwen3_config.cpp src/format/dspark_config.cpp
+// fuzz-sources: src/format/json_util.cpp src/core/regular_file.cpp
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "format/dspark_config.h"
+#include "format/json_util.h"
+#include "format/kimi_config.h"
+#include "format/qwen3_config.h"
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+// What config.json's root says model_type is ("" when it is not an object with a string there).
+std::string model_type(const std::string& text) {
+  auto j = sluice::format::parse_json_or_discarded<nlohmann::json>(text);
+  if (!j.is_object() || !j.contains("model_type") || !j["model_type"].is_string()) return "";
+  return j["model_type"].get<std::string>();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace sluice;
+  using namespace sluice::format;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  const std::string type = model_type(text);
+  const bool kimi_type = type == "kimi_k3" || type == "kimi_linear";
+  try {
+    KimiConfig c = parse_kimi_config(text, "fuzz/config.json");
+    check(kimi_type);
+    check(c.vocab_size > 0 && c.hidden_size > 0 && c.num_layers > 0);
+  } catch (const Error&) {
+  }
+  try {
+    Qwen3Config c = parse_qwen3_config(text, "fuzz/config.json");
+    check(type == "qwen3");
+    check(c.vocab_size > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_heads > 0 && c.head_dim > 0);
+    check(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0);
+  } catch (const Error&) {
+  }
+  try {
+    DSparkConfig c = parse_dspark_config(text, "fuzz/config.json");
+    check(c.hidden_size > 0 && c.num_layers > 0 && c.vocab_size > 0);
+  } catch (const Error&) {
+  }
+  return 0;
+}

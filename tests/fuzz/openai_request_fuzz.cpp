@@ -1,0 +1,115 @@
+// libFuzzer target for HTTP request bodies of every route that parses one (POST /v1/completions and
+// /v1/chat/completions; the GET routes read no body) and for what a chat request feeds the chat
+// templates: the input is the raw body. parse_body and both request parsers may only succeed or
+// throw serve::ApiError with a 4xx status (whose error body must dump); an accepted chat request is
+// rendered in both chat formats with the options serve/service.cpp derives from it (K3: effort,
+// tool_choice, response_format; Qwen3 only without them), which may only succeed or throw
+// sluice::Error, and must produce ids for the prompt.
+// fuzz-sources: src/serve/openai_request.cpp src/format/json_util.cpp src/core/regular_file.cpp
+// fuzz-sources: src/tokenizer/utf8.cpp src/tokenizer/byte_pair.cpp src/tokenizer/regex_splitter.cpp
+// fuzz-sources: src/tokenizer/tiktoken_bpe.cpp src/tokenizer/token_table.cpp src/tokenizer/hf_tokenizer.cpp
+// fuzz-sources: src/tokenizer/unicode_nfc.cpp src/tokenizer/unicode_nfc_data.cpp src/tokenizer/chat_common.cpp
+// fuzz-sources: src/tokenizer/chat_k3.cpp src/tokenizer/chat_qwen3.cpp src/tokenizer/chat_parse.cpp
+// fuzz-libs: -lpcre2-8
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "serve/openai_request.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+using namespace sluice;
+using namespace sluice::tokenizer;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+std::string b64_byte(int b) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out += a[(b >> 2) & 63];
+  out += a[(b & 3) << 4];
+  out += "==";
+  return out;
+}
+
+// Every single byte as a rank, and the specials of both chat formats.
+std::unique_ptr<Tokenizer> make_tokenizer() {
+  std::string ranks;
+  for (int b = 0; b < 256; ++b) ranks += b64_byte(b) + " " + std::to_string(b) + "\n";
+  TiktokenOptions opt;
+  int32_t id = 256;
+  for (const char* s : {"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>", "<|im_start|>", "<|im_end|>", "<think>",
+                        "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"})
+    opt.specials.push_back({id++, s, true});
+  return load_tiktoken_bytes(ranks, "fuzz-chat.tiktoken", opt);
+}
+
+void render(const Tokenizer& tok, const serve::ChatRequest& c) {
+  ChatOptions k3;
+  k3.thinking = c.reasoning_effort != "none";
+  k3.tools = c.tools;
+  if (k3.thinking) k3.thinking_effort = c.reasoning_effort;
+  k3.tool_choice = c.tool_choice;
+  k3.response_format = c.response_format;
+  try {
+    check(!render_chat(tok, ChatFormat::kimi_k3, c.messages, k3).ids.empty());
+  } catch (const Error&) {
+  }
+  if ((!c.reasoning_effort.empty() && c.reasoning_effort != "none") || c.tool_choice == "none" ||
+      c.tool_choice == "required" || !c.response_format.is_null())
+    return;  // service.cpp answers these with a 400 for Qwen3
+  ChatOptions qwen;
+  qwen.thinking = k3.thinking;
+  qwen.tools = c.tools;
+  try {
+    check(!render_chat(tok, ChatFormat::qwen3, c.messages, qwen).ids.empty());
+  } catch (const Error&) {
+  }
+}
+
+void check_error(const serve::ApiError& e) {
+  check(e.status >= 400 && e.status < 500 && !e.message.empty());
+  (void)serve::error_body(e).dump();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::unique_ptr<Tokenizer> tok = make_tokenizer();
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  serve::RequestLimits limits;
+  limits.model_id = "fuzz";
+  limits.max_tokens = 4096;
+  serve::Json j;
+  try {
+    j = serve::parse_body(body);
+  } catch (const serve::ApiError& e) {
+    check_error(e);
+    return 0;
+  }
+  check(j.is_object());
+  try {
+    serve::CompletionRequest c = serve::parse_completion_request(j, limits);
+    check(c.max_tokens >= 0);
+  } catch (const serve::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    serve::ChatRequest c = serve::parse_chat_request(j, limits);
+    check(c.messages.is_array());
+    (void)c.messages.dump();
+    (void)c.tools.dump();
+    (void)c.response_format.dump();
+    render(*tok, c);
+  } catch (const serve::ApiError& e) {
+    check_error(e);
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+// The manifest and install-record parsers from text (parse_manifest, parse_record; the fuzz
+// targets' entry points): the committed seeds are accepted or refused as their names say, and
+// numbers that do not fit are refused by name instead of being narrowed or wrapped.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "fetch/install_record.h"
+#include "store/manifest.h"
+
+namespace sluice {
+namespace {
+
+std::string seed(const std::string& target, const std::string& name) {
+  std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/tests/fuzz/corpus/" + target + "/" + name, std::ios::binary);
+  EXPECT_TRUE(in) << target << "/" << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The bank of tests/fuzz/manifest_fuzz.cpp: 2 layers, layer 1 with 2 experts of one 16-byte segment.
+store::ExpertBank fuzz_bank() {
+  store::ExpertBank b;
+  b.num_layers = 2;
+  b.num_experts = 2;
+  b.moe_layers = {1};
+  store::ExpertSegment s;
+  s.key = "w";
+  s.dtype = DType::U8;
+  s.shape = {16};
+  s.bytes = 16;
+  s.tensor = "l{L}.e{E}";
+  b.layout.add(s);
+  return b;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a sluice::Error";
+  return "";
+}
+
+#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+TEST(RecordParse, ManifestSeedsAndNumbersOutOfRange) {
+  const store::ExpertBank bank = fuzz_bank();
+  const std::string path = "/m/sluice-manifest.json";
+  store::Manifest m = store::parse_manifest(seed("manifest_fuzz", "valid_two_homes"), path, bank, "fuzz");
+  ASSERT_EQ(m.homes.size(), 2u);
+  EXPECT_EQ(m.homes[1].path, "/m/home1");  // relative to the manifest's directory
+  EXPECT_EQ(m.of(1, 1).size(), 2u);
+  EXPECT_FALSE(m.of(1, 1)[0].local);
+  // 4294967296 used to be narrowed to int 0, a listed home.
+  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_home_past_int"), path, bank, "fuzz"); }),
+                  "holder names home 4294967296 which is not listed");
+  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_negative_offset"), path, bank, "fuzz"); }),
+                  "layer 1 expert 0: holder offset must not be negative");
+  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_file_escapes"), path, bank, "fuzz"); }),
+                  "must be a plain path inside its home");
+  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "valid_one_home"), path, bank, "other"); }),
+                  "manifest belongs to another model");
+}
+
+TEST(RecordParse, InstallRecordSeedsAndNegativeSizes) {
+  const std::string path = "/m/sluice-source.json";
+  fetch::InstallRecord r = fetch::parse_record(seed("install_record_fuzz", "valid_stream"), path);
+  EXPECT_EQ(r.mode, "stream");
+  ASSERT_EQ(r.shards.size(), 1u);
+  EXPECT_EQ(r.shards[0].tensors.size(), 3u);
+  EXPECT_EQ(fetch::parse_record(seed("install_record_fuzz", "valid_full_two_shards"), path).shards.size(), 2u);
+  // -1 used to wrap to 2^64 - 1 and pass the size checks.
+  EXPECT_CONTAINS(error_of([&] { fetch::parse_record(seed("install_record_fuzz", "bad_negative_size"), path); }),
+                  "/m/sluice-source.json: shards[]: shard model-00001-of-00002.safetensors has a negative size");
+  EXPECT_CONTAINS(error_of([&] { fetch::parse_record("{\"format\":\"sluice-install\"}\n", path); }), "version");
+}
+
+}  // namespace
+}  // namespace sluice
