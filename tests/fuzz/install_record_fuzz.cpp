@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "fuzz_bank.h"
 #include "fetch/install_record.h"
 #include "fetch/stream_source.h"
 
@@ -22,28 +23,12 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-sluice::store::ExpertBank make_bank() {
-  using namespace sluice::store;
-  ExpertBank b;
-  b.num_layers = 2;
-  b.num_experts = 2;
-  b.moe_layers = {1};
-  ExpertSegment s;
-  s.key = "w";
-  s.dtype = sluice::DType::U8;
-  s.shape = {16};
-  s.bytes = 16;
-  s.tensor = "l{L}.e{E}";
-  b.layout.add(s);
-  return b;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sluice;
   using namespace sluice::fetch;
-  static const store::ExpertBank bank = make_bank();
+  static const store::ExpertBank bank = testing::fuzz_bank();
   const std::string text(reinterpret_cast<const char*>(data), size);
   InstallRecord r;
   try {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "format/json_util.h"
 
 namespace sluice::format {
@@ -16,28 +17,19 @@ namespace {
 
 using nlohmann::json;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a sluice::Error";
-  return "";
-}
+using testing::expect_error_of;
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 TEST(JsonUtil, ParseErrorNamesPosition) {
-  std::string msg = error_of([] { parse_json_text("{\n  \"a\": 1,\n  \"b\": tru\n}", "cfg.json"); });
+  std::string msg = expect_error_of([] { parse_json_text("{\n  \"a\": 1,\n  \"b\": tru\n}", "cfg.json"); });
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON at byte");
   EXPECT_CONTAINS(msg, "line 3");
-  msg = error_of([] { parse_json_text("", "cfg.json"); });
+  msg = expect_error_of([] { parse_json_text("", "cfg.json"); });
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON");
-  msg = error_of([] { parse_json_text("{\"a\": NaN}", "cfg.json"); });  // Python's json.dump can write this
+  msg = expect_error_of([] { parse_json_text("{\"a\": NaN}", "cfg.json"); });  // Python's json.dump can write this
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON");
-  msg = error_of([] { parse_json_text("\"\xff\"", "cfg.json"); });
+  msg = expect_error_of([] { parse_json_text("\"\xff\"", "cfg.json"); });
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON");
 }
 
@@ -45,9 +37,9 @@ TEST(JsonUtil, ParseErrorNamesPosition) {
 // '{' after the NUL that nlohmann never read). Text after a NUL must not be silently dropped.
 TEST(JsonUtil, NulByteIsRefusedWhereverItIs) {
   using namespace std::string_literals;
-  std::string msg = error_of([] { parse_json_text("{\"a\":1}\0{\"b\":"s, "req.json"); });
+  std::string msg = expect_error_of([] { parse_json_text("{\"a\":1}\0{\"b\":"s, "req.json"); });
   EXPECT_CONTAINS(msg, "req.json: invalid JSON at byte 7 (line 1, column 8): a NUL byte");
-  msg = error_of([] { parse_json_text("\0"s, "req.json"); });
+  msg = expect_error_of([] { parse_json_text("\0"s, "req.json"); });
   EXPECT_CONTAINS(msg, "req.json: invalid JSON at byte 0");
   bool deep = true;
   EXPECT_TRUE(parse_json_or_discarded<json>("[1]\0]"s, &deep).is_discarded());
@@ -56,8 +48,8 @@ TEST(JsonUtil, NulByteIsRefusedWhereverItIs) {
 }
 
 TEST(JsonUtil, DuplicateKeysRejectedAtAnyDepth) {
-  EXPECT_CONTAINS(error_of([] { parse_json_text(R"({"a":1,"a":2})", "f"); }), "duplicate key \"a\"");
-  EXPECT_CONTAINS(error_of([] { parse_json_text(R"({"x":[{"b":1},{"c":1,"c":2}]})", "f"); }), "duplicate key \"c\"");
+  EXPECT_CONTAINS(expect_error_of([] { parse_json_text(R"({"a":1,"a":2})", "f"); }), "duplicate key \"a\"");
+  EXPECT_CONTAINS(expect_error_of([] { parse_json_text(R"({"x":[{"b":1},{"c":1,"c":2}]})", "f"); }), "duplicate key \"c\"");
   // The same key in sibling objects is fine.
   json ok = parse_json_text(R"({"x":{"a":1},"y":{"a":2},"z":[{"a":3},{"a":4}]})", "f");
   EXPECT_EQ(ok["z"][1]["a"], 4);
@@ -87,13 +79,13 @@ TEST(JsonUtil, DeepDocumentsAreRefusedBeforeAnyValueExists) {
   json ok = parse_json_text(nested(kMaxJsonDepth), "f");
   EXPECT_TRUE(ok.is_array());
   // 100,000 levels (a config.json that used to crash `run`): one line naming the limit and where.
-  std::string msg = error_of([] { parse_json_text("{\"a\":" + nested(100000) + "}", "config.json"); });
+  std::string msg = expect_error_of([] { parse_json_text("{\"a\":" + nested(100000) + "}", "config.json"); });
   EXPECT_CONTAINS(msg, "config.json: JSON nested deeper than the limit of 256 levels at byte 260 (line 1, column 261)");
   EXPECT_EQ(msg.find('\n'), std::string::npos);
   EXPECT_LT(msg.size(), 200u);
   std::string objects;
   for (int i = 0; i < 50000; ++i) objects += "{\"k\":";
-  EXPECT_CONTAINS(error_of([&] { parse_json_text(objects, "f"); }), "deeper than the limit of 256 levels");
+  EXPECT_CONTAINS(expect_error_of([&] { parse_json_text(objects, "f"); }), "deeper than the limit of 256 levels");
   // The non-throwing form used by the tokenizer and the server: discarded, and says why.
   bool too_deep = false;
   EXPECT_TRUE(parse_json_or_discarded<nlohmann::ordered_json>(nested(30000), &too_deep).is_discarded());
@@ -114,13 +106,13 @@ TEST(JsonUtil, ReadFile) {
   }
   json cfg = read_json_file(path);
   EXPECT_EQ(get_int(cfg, "hidden_size", path), 64);
-  EXPECT_CONTAINS(error_of([&] { read_json_file(path, 10); }), "larger than the limit");
-  EXPECT_CONTAINS(error_of([&] { read_json_file(dir + "/absent.json"); }), dir + "/absent.json: cannot open");
+  EXPECT_CONTAINS(expect_error_of([&] { read_json_file(path, 10); }), "larger than the limit");
+  EXPECT_CONTAINS(expect_error_of([&] { read_json_file(dir + "/absent.json"); }), dir + "/absent.json: cannot open");
   {
     std::ofstream out(path);
     out << "{\"a\": }";
   }
-  EXPECT_CONTAINS(error_of([&] { read_json_file(path); }), path + ": invalid JSON at byte 6 (line 1, column 7)");
+  EXPECT_CONTAINS(expect_error_of([&] { read_json_file(path); }), path + ": invalid JSON at byte 6 (line 1, column 7)");
   std::filesystem::remove_all(dir);
 }
 
@@ -149,30 +141,30 @@ TEST(JsonUtil, TypedGetters) {
   EXPECT_EQ(get_int(sub, "k", field_where(w, "sub")), 5);
   EXPECT_EQ(get_array(cfg, "ids", w).size(), 3u);
 
-  EXPECT_EQ(error_of([&] { get_int(cfg, "missing", w); }), "cfg.json: missing: missing");
-  EXPECT_EQ(error_of([&] { get_int(sub, "hidden", field_where(w, "sub")); }), "cfg.json: sub.hidden: missing");
-  EXPECT_EQ(error_of([&] { get_int(cfg, "s", w); }), "cfg.json: s: expected an integer, got a string (\"silu\")");
-  EXPECT_CONTAINS(error_of([&] { get_int(cfg, "f", w); }), "cfg.json: f: expected an integer, got a real number");
-  EXPECT_CONTAINS(error_of([&] { get_int(cfg, "big", w); }),
+  EXPECT_EQ(expect_error_of([&] { get_int(cfg, "missing", w); }), "cfg.json: missing: missing");
+  EXPECT_EQ(expect_error_of([&] { get_int(sub, "hidden", field_where(w, "sub")); }), "cfg.json: sub.hidden: missing");
+  EXPECT_EQ(expect_error_of([&] { get_int(cfg, "s", w); }), "cfg.json: s: expected an integer, got a string (\"silu\")");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int(cfg, "f", w); }), "cfg.json: f: expected an integer, got a real number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int(cfg, "big", w); }),
                   "cfg.json: big: integer 18446744073709551615 is too large");
-  EXPECT_CONTAINS(error_of([&] { get_int(cfg, "nul", w); }), "cfg.json: nul: expected an integer, got null");
-  EXPECT_CONTAINS(error_of([&] { get_number(cfg, "s", w); }), "cfg.json: s: expected a number");
-  EXPECT_CONTAINS(error_of([&] { get_bool(cfg, "n", w); }), "cfg.json: n: expected true or false");
-  EXPECT_CONTAINS(error_of([&] { get_string(cfg, "n", w); }), "cfg.json: n: expected a string");
-  EXPECT_CONTAINS(error_of([&] { get_object(cfg, "ids", w); }), "cfg.json: ids: expected an object");
-  EXPECT_CONTAINS(error_of([&] { get_array(cfg, "sub", w); }), "cfg.json: sub: expected an array");
-  EXPECT_CONTAINS(error_of([&] { get_int_list(cfg, "xs", w); }), "cfg.json: xs[0]: expected an integer");
-  EXPECT_CONTAINS(error_of([&] { get_number_list(cfg, "names", w); }), "cfg.json: names[0]: expected a number");
-  EXPECT_CONTAINS(error_of([&] { get_string_list(cfg, "ids", w); }), "cfg.json: ids[0]: expected a string");
-  EXPECT_CONTAINS(error_of([&] { get_int(cfg["ids"], "x", "cfg.json: ids"); }), "cfg.json: ids: expected an object");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int(cfg, "nul", w); }), "cfg.json: nul: expected an integer, got null");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number(cfg, "s", w); }), "cfg.json: s: expected a number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_bool(cfg, "n", w); }), "cfg.json: n: expected true or false");
+  EXPECT_CONTAINS(expect_error_of([&] { get_string(cfg, "n", w); }), "cfg.json: n: expected a string");
+  EXPECT_CONTAINS(expect_error_of([&] { get_object(cfg, "ids", w); }), "cfg.json: ids: expected an object");
+  EXPECT_CONTAINS(expect_error_of([&] { get_array(cfg, "sub", w); }), "cfg.json: sub: expected an array");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int_list(cfg, "xs", w); }), "cfg.json: xs[0]: expected an integer");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number_list(cfg, "names", w); }), "cfg.json: names[0]: expected a number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_string_list(cfg, "ids", w); }), "cfg.json: ids[0]: expected a string");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int(cfg["ids"], "x", "cfg.json: ids"); }), "cfg.json: ids: expected an object");
 }
 
 TEST(JsonUtil, NumbersMustBeFinite) {
   json cfg = {{"nan", std::numeric_limits<double>::quiet_NaN()}, {"inf", INFINITY}, {"list", {1.0, -INFINITY}}};
-  EXPECT_CONTAINS(error_of([&] { get_number(cfg, "nan", "c"); }), "c: nan: expected a finite number");
-  EXPECT_CONTAINS(error_of([&] { get_number(cfg, "inf", "c"); }), "c: inf: expected a finite number");
-  EXPECT_CONTAINS(error_of([&] { get_number_list(cfg, "list", "c"); }), "c: list[1]: expected a finite number");
-  EXPECT_CONTAINS(error_of([&] { get_number_or(cfg, "nan", 1.0, "c"); }), "c: nan: expected a finite number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number(cfg, "nan", "c"); }), "c: nan: expected a finite number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number(cfg, "inf", "c"); }), "c: inf: expected a finite number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number_list(cfg, "list", "c"); }), "c: list[1]: expected a finite number");
+  EXPECT_CONTAINS(expect_error_of([&] { get_number_or(cfg, "nan", 1.0, "c"); }), "c: nan: expected a finite number");
 }
 
 TEST(JsonUtil, OptionalGetters) {
@@ -190,9 +182,9 @@ TEST(JsonUtil, OptionalGetters) {
   EXPECT_FALSE(has_field(cfg, "nul"));
   EXPECT_FALSE(has_field(cfg, "absent"));
   // Present with the wrong type is an error, not the default.
-  EXPECT_CONTAINS(error_of([&] { get_int_or(cfg, "s", 1, "cfg.json"); }), "cfg.json: s: expected an integer");
-  EXPECT_CONTAINS(error_of([&] { get_bool_or(cfg, "n", true, "cfg.json"); }), "cfg.json: n: expected true or false");
-  EXPECT_CONTAINS(error_of([&] { get_string_or(json::array(), "s", "", "cfg.json"); }), "cfg.json: expected an object");
+  EXPECT_CONTAINS(expect_error_of([&] { get_int_or(cfg, "s", 1, "cfg.json"); }), "cfg.json: s: expected an integer");
+  EXPECT_CONTAINS(expect_error_of([&] { get_bool_or(cfg, "n", true, "cfg.json"); }), "cfg.json: n: expected true or false");
+  EXPECT_CONTAINS(expect_error_of([&] { get_string_or(json::array(), "s", "", "cfg.json"); }), "cfg.json: expected an object");
 }
 
 }  // namespace

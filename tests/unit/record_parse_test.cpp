@@ -7,7 +7,9 @@
 #include <sstream>
 #include <string>
 
+#include "../fuzz/fuzz_bank.h"
 #include "core/error.h"
+#include "error_of.h"
 #include "fetch/install_record.h"
 #include "store/manifest.h"
 
@@ -22,32 +24,9 @@ std::string seed(const std::string& target, const std::string& name) {
   return ss.str();
 }
 
-// The bank of tests/fuzz/manifest_fuzz.cpp: 2 layers, layer 1 with 2 experts of one 16-byte segment.
-store::ExpertBank fuzz_bank() {
-  store::ExpertBank b;
-  b.num_layers = 2;
-  b.num_experts = 2;
-  b.moe_layers = {1};
-  store::ExpertSegment s;
-  s.key = "w";
-  s.dtype = DType::U8;
-  s.shape = {16};
-  s.bytes = 16;
-  s.tensor = "l{L}.e{E}";
-  b.layout.add(s);
-  return b;
-}
+using testing::fuzz_bank;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a sluice::Error";
-  return "";
-}
+using testing::expect_error_of;
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -60,13 +39,13 @@ TEST(RecordParse, ManifestSeedsAndNumbersOutOfRange) {
   EXPECT_EQ(m.of(1, 1).size(), 2u);
   EXPECT_FALSE(m.of(1, 1)[0].local);
   // 4294967296 used to be narrowed to int 0, a listed home.
-  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_home_past_int"), path, bank, "fuzz"); }),
+  EXPECT_CONTAINS(expect_error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_home_past_int"), path, bank, "fuzz"); }),
                   "holder names home 4294967296 which is not listed");
-  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_negative_offset"), path, bank, "fuzz"); }),
+  EXPECT_CONTAINS(expect_error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_negative_offset"), path, bank, "fuzz"); }),
                   "layer 1 expert 0: holder offset must not be negative");
-  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_file_escapes"), path, bank, "fuzz"); }),
+  EXPECT_CONTAINS(expect_error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_file_escapes"), path, bank, "fuzz"); }),
                   "must be a plain path inside its home");
-  EXPECT_CONTAINS(error_of([&] { store::parse_manifest(seed("manifest_fuzz", "valid_one_home"), path, bank, "other"); }),
+  EXPECT_CONTAINS(expect_error_of([&] { store::parse_manifest(seed("manifest_fuzz", "valid_one_home"), path, bank, "other"); }),
                   "manifest belongs to another model");
 }
 
@@ -78,9 +57,9 @@ TEST(RecordParse, InstallRecordSeedsAndNegativeSizes) {
   EXPECT_EQ(r.shards[0].tensors.size(), 3u);
   EXPECT_EQ(fetch::parse_record(seed("install_record_fuzz", "valid_full_two_shards"), path).shards.size(), 2u);
   // -1 used to wrap to 2^64 - 1 and pass the size checks.
-  EXPECT_CONTAINS(error_of([&] { fetch::parse_record(seed("install_record_fuzz", "bad_negative_size"), path); }),
+  EXPECT_CONTAINS(expect_error_of([&] { fetch::parse_record(seed("install_record_fuzz", "bad_negative_size"), path); }),
                   "/m/sluice-source.json: shards[]: shard model-00001-of-00002.safetensors has a negative size");
-  EXPECT_CONTAINS(error_of([&] { fetch::parse_record("{\"format\":\"sluice-install\"}\n", path); }), "version");
+  EXPECT_CONTAINS(expect_error_of([&] { fetch::parse_record("{\"format\":\"sluice-install\"}\n", path); }), "version");
 }
 
 }  // namespace
