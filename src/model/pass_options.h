@@ -41,4 +41,17 @@ inline bool cancel_requested(const PassOptions& opt) {
   return opt.cancel && opt.cancel->load(std::memory_order_relaxed);
 }
 
+// The quadratic part of a long pass, its attention, runs in slices of at most kAttentionSlice
+// rows: fn(r0, n) for rows r0..r0+n-1, Cancelled thrown between slices once *cancel reads true,
+// so a long prefill stops within a slice rather than a layer. A row's attention depends only on
+// its own visible length, so slicing changes no bit.
+inline constexpr int64_t kAttentionSlice = 256;
+template <typename F>
+void for_attention_slices(int64_t T, const std::atomic<bool>* cancel, F&& fn) {
+  for (int64_t r0 = 0; r0 < T; r0 += kAttentionSlice) {
+    if (r0 > 0 && cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    fn(r0, T - r0 < kAttentionSlice ? T - r0 : kAttentionSlice);
+  }
+}
+
 }  // namespace sluice::model

@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/device.h"
+#include "kernels/mathf.h"
 #include "test_seed.h"
 
 namespace sluice::kernels {
@@ -623,6 +624,92 @@ TEST(BackendOps, MlaCacheAndAbsorbedAttention) {
       all.insert(all.end(), out.begin(), out.end());
       return all;
     });
+  }
+}
+
+// Absorbed MLA in the order the scalar oracle claims (mla_attention's comment), written as the
+// plain loops: per head and row the absorbed query in i order, each score dot left to right with
+// its products rounded before the sums, the softmax of ops.cpp, the context in position order,
+// the value expansion left to right. The device's tiled kernel must give these bits for every
+// row, at any T (partial tiles), causal or not, with and without rope.
+std::vector<float> mla_in_scalar_order(const std::vector<float>& q, const std::vector<float>& lat,
+                                       const std::vector<float>& kpe, const HostWeight& kvb, int64_t T, int64_t nh,
+                                       int64_t nope, int64_t rope, int64_t vd, int64_t kvr, float scale, bool causal,
+                                       int64_t visible0) {
+  volatile float keep;  // forces each product to round on its own (no contraction into an fma)
+  auto mul = [&](float a, float b) {
+    keep = a * b;
+    return float(keep);
+  };
+  auto w = [&](int64_t r, int64_t c) { return float(kvb.at(r, c)); };
+  std::vector<float> out(size_t(T * nh * vd));
+  const int64_t qk = nope + rope;
+  for (int64_t h = 0; h < nh; ++h)
+    for (int64_t t = 0; t < T; ++t) {
+      const float* qh = q.data() + (t * nh + h) * qk;
+      const int64_t k0 = h * (nope + vd), v0 = k0 + nope, n = visible0 + (causal ? t : 0);
+      std::vector<float> qabs(static_cast<size_t>(kvr), 0.0f), sc(static_cast<size_t>(n)), ctx(static_cast<size_t>(kvr), 0.0f);
+      for (int64_t i = 0; i < nope; ++i)
+        for (int64_t j = 0; j < kvr; ++j) qabs[size_t(j)] += mul(qh[i], w(k0 + i, j));
+      for (int64_t p = 0; p < n; ++p) {
+        float a = 0.0f, b = 0.0f;
+        for (int64_t i = 0; i < kvr; ++i) a += mul(qabs[size_t(i)], lat[size_t(p * kvr + i)]);
+        for (int64_t i = 0; i < rope; ++i) b += mul(qh[nope + i], kpe[size_t(p * rope + i)]);
+        sc[size_t(p)] = mul(a + b, scale);
+      }
+      float m = sc[0], sum = 0.0f;
+      for (int64_t p = 1; p < n; ++p) m = sc[size_t(p)] > m ? sc[size_t(p)] : m;
+      for (int64_t p = 0; p < n; ++p) {
+        sc[size_t(p)] = mathf::exp(sc[size_t(p)] - m);
+        sum += sc[size_t(p)];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t p = 0; p < n; ++p) sc[size_t(p)] = mul(sc[size_t(p)], inv);
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t j = 0; j < kvr; ++j) ctx[size_t(j)] += mul(sc[size_t(p)], lat[size_t(p * kvr + j)]);
+      for (int64_t j = 0; j < vd; ++j) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < kvr; ++i) acc += mul(w(v0 + j, i), ctx[size_t(i)]);
+        out[size_t((t * nh + h) * vd + j)] = acc;
+      }
+    }
+  return out;
+}
+
+TEST(BackendOps, MlaTilesGiveTheScalarLoopsBits) {
+  Rand r(test_seed() + 14);
+  struct Shape {
+    int64_t heads, nope, rope, vd, kvr, T, base;
+    WeightType kvb;
+    bool causal;
+    float sharp = 1.0f;  // > 1: scores spread past exp's range (underflow, the lane-by-lane path)
+  };
+  for (const Shape& s : {Shape{3, 8, 4, 8, 16, 37, 5, WeightType::BF16, true}, Shape{2, 8, 0, 6, 12, 17, 0, WeightType::F32, true},
+                         Shape{2, 16, 8, 16, 40, 33, 70, WeightType::BF16, false},
+                         Shape{1, 4, 2, 4, 8, 300, 1, WeightType::F32, true},
+                         Shape{2, 8, 4, 8, 64, 45, 20, WeightType::BF16, true, 40.0f}}) {
+    const int64_t qk = s.nope + s.rope, cap = s.base + s.T;
+    const std::vector<float> lat = r.normals(cap * s.kvr), kpe = r.normals(cap * s.rope), q = r.normals(s.T * s.heads * qk);
+    HostWeight kvb = random_weight(s.kvb, s.heads * (s.nope + s.vd), s.kvr, r);
+    const float scale = s.sharp / std::sqrt(float(qk));
+    const int64_t visible0 = s.causal ? s.base + 1 : s.base + s.T;
+    const std::string what = "mla T " + std::to_string(s.T) + " kvr " + std::to_string(s.kvr) + " rope " +
+                             std::to_string(s.rope) + (s.causal ? " causal" : " block");
+    const std::vector<float> want = mla_in_scalar_order(q, lat, kpe, kvb, s.T, s.heads, s.nope, s.rope, s.vd, s.kvr,
+                                                        scale, s.causal, visible0);
+    for (auto& dev : devices().all) {
+      Device& d = *dev;
+      In li = upload(d, lat, cap, s.kvr), qi = upload(d, q, s.T, s.heads * qk);
+      DeviceBuffer pe(d, BufType::F32, cap, s.rope);
+      if (s.rope) d.upload(pe.buf(), kpe.data());
+      const Weight kw = d.keep(kvb.w);
+      const MlaOp op{.heads = s.heads, .nope = s.nope, .rope = s.rope, .v_dim = s.vd, .kv_rank = s.kvr,
+                     .scale = scale, .causal = s.causal, .kv_b = &kw};
+      DeviceBuffer o(d, BufType::F32, s.T, s.heads * s.vd);
+      d.fill(o.buf(), kPoison);
+      d.mla_attention(op, qi.buf(), li.buf(), pe.buf(), visible0, o.buf());
+      expect_identical(want, read(d, o.buf()), what + " on " + d.name());
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/mathf.h"
 
 namespace sluice::mathf {
@@ -84,6 +85,33 @@ TEST(Mathf, SigmoidSoftplusSitu) {
     const long double want = (4.0L * std::tanh(g / 4.0L) / (1.0L + std::exp(-(long double)g))) * (25.0L * std::tanh(u / 25.0L));
     ASSERT_LE(std::fabs((long double)mathf::situ(g, u, 4.0f, 25.0f) - want), 1e-5L * (1 + std::fabs(want))) << g << " " << u;
   }
+}
+
+// The CPU attention's four-lane exp is mathf::exp in every lane, bit for bit: a sweep of the
+// whole float range (every 4093rd bit pattern, so both signs, subnormals, infinities and NaNs),
+// each value alone among in-range neighbours and as four consecutive patterns.
+TEST(Mathf, FourLaneExpIsMathfExpInEveryLane) {
+  auto same = [](float a, float b) {
+    uint32_t x, y;
+    std::memcpy(&x, &a, 4);
+    std::memcpy(&y, &b, 4);
+    return x == y || (a != a && b != b);
+  };
+  int64_t bad = 0, vector_path = 0;
+  float v[4];
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4093) {
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t u = uint32_t(b + uint64_t(k) * 977);
+      std::memcpy(&v[k], &u, 4);
+    }
+    const sluice::kernels::lanes::v4 x{v[0], v[1], v[2], v[3]}, alone{v[0], -1.0f, 0.5f, -80.0f};
+    const sluice::kernels::lanes::v4 y = sluice::kernels::lanes::exp4(x), z = sluice::kernels::lanes::exp4(alone);
+    for (int k = 0; k < 4; ++k) bad += !same(y[k], mathf::exp(v[k]));
+    bad += !same(z[0], mathf::exp(v[0]));
+    vector_path += v[0] >= -87.0f && v[0] <= 88.0f;
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(vector_path, 100000) << "the sweep must reach the vector path";
 }
 
 }  // namespace

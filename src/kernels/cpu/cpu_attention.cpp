@@ -3,15 +3,142 @@
 // sliding window and learned sinks), and rotary embeddings from a per-pass cos/sin table.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/mathf.h"
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/weight_rows.h"
 
 namespace sluice::kernels {
 namespace {
+
+using lanes::exp4;
+using lanes::load4;
+using lanes::splat4;
+using lanes::store4;
+using lanes::v4;
+
+// Absorbed-MLA tiles are 16 query rows of one head: four v4 of lanes.
+constexpr int64_t kTile = 16;
+
+// Scores of positions p and p + 1 for a tile: a[r] = Σ_i qT[i][r]·x[i] and b[r] likewise with
+// y, over i in order, against the tile's transposed queries qT [n][16] (two positions at once
+// hide the sums' latency; every lane is still one dot summed left to right).
+inline void tile_dots2(const float* qT, const float* x, const float* y, int64_t n, float* a, float* b) {
+  v4 a0 = load4(a), a1 = load4(a + 4), a2 = load4(a + 8), a3 = load4(a + 12);
+  v4 b0 = load4(b), b1 = load4(b + 4), b2 = load4(b + 8), b3 = load4(b + 12);
+  for (int64_t i = 0; i < n; ++i) {
+    const v4 xi = splat4(x[i]), yi = splat4(y[i]);
+    const float* q = qT + i * kTile;
+    const v4 q0 = load4(q), q1 = load4(q + 4), q2 = load4(q + 8), q3 = load4(q + 12);
+    a0 += q0 * xi;
+    a1 += q1 * xi;
+    a2 += q2 * xi;
+    a3 += q3 * xi;
+    b0 += q0 * yi;
+    b1 += q1 * yi;
+    b2 += q2 * yi;
+    b3 += q3 * yi;
+  }
+  store4(a, a0);
+  store4(a + 4, a1);
+  store4(a + 8, a2);
+  store4(a + 12, a3);
+  store4(b, b0);
+  store4(b + 4, b1);
+  store4(b + 8, b2);
+  store4(b + 12, b3);
+}
+inline void tile_dots(const float* qT, const float* x, int64_t n, float* a) {
+  v4 a0 = load4(a), a1 = load4(a + 4), a2 = load4(a + 8), a3 = load4(a + 12);
+  for (int64_t i = 0; i < n; ++i) {
+    const v4 xi = splat4(x[i]);
+    const float* q = qT + i * kTile;
+    a0 += load4(q) * xi;
+    a1 += load4(q + 4) * xi;
+    a2 += load4(q + 8) * xi;
+    a3 += load4(q + 12) * xi;
+  }
+  store4(a, a0);
+  store4(a + 4, a1);
+  store4(a + 8, a2);
+  store4(a + 12, a3);
+}
+
+// ops.cpp's softmax of every row of a tile at once, over scores stored position-major
+// (sT[p·16 + r]) with row r seeing n[r] positions, n[0] <= n[r]: the max, the exps and their sum
+// in position order, the scaling; lanes run side by side over the positions all rows see, then
+// each row alone over its own last ones.
+void tile_softmax(float* sT, const int64_t* n) {
+  const int64_t lo = n[0];
+  v4 m[4], sum[4];
+  for (int g = 0; g < 4; ++g) m[g] = load4(sT + 4 * g);
+  for (int64_t p = 1; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) {
+      const v4 x = load4(sT + p * kTile + 4 * g);
+      m[g] = x > m[g] ? x : m[g];
+    }
+  float mr[kTile], sr[kTile];
+  for (int g = 0; g < 4; ++g) store4(mr + 4 * g, m[g]);
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = std::max<int64_t>(lo, 1); p < n[r]; ++p) {
+      const float x = sT[p * kTile + r];
+      mr[r] = x > mr[r] ? x : mr[r];
+    }
+  for (int g = 0; g < 4; ++g) {
+    m[g] = load4(mr + 4 * g);
+    sum[g] = splat4(0.0f);
+  }
+  for (int64_t p = 0; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) {
+      float* at = sT + p * kTile + 4 * g;
+      const v4 e = exp4(load4(at) - m[g]);
+      store4(at, e);
+      sum[g] += e;
+    }
+  for (int g = 0; g < 4; ++g) store4(sr + 4 * g, sum[g]);
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) {
+      float& x = sT[p * kTile + r];
+      x = mathf::exp(x - mr[r]);
+      sr[r] += x;
+    }
+  float inv[kTile];
+  for (int64_t r = 0; r < kTile; ++r) inv[r] = 1.0f / sr[r];
+  for (int64_t p = 0; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) store4(sT + p * kTile + 4 * g, load4(sT + p * kTile + 4 * g) * load4(inv + 4 * g));
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) sT[p * kTile + r] *= inv[r];
+}
+
+// ctx[j] += s[p·stride]·lat[p, j] for p = p0..p1-1 in order, every j of kvr: the accumulators
+// stay in registers across the positions of the block.
+void context_rows(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
+  int64_t j = 0;
+  for (; j + 32 <= kvr; j += 32) {
+    v4 c[8];
+    for (int k = 0; k < 8; ++k) c[k] = load4(ctx + j + 4 * k);
+    for (int64_t p = p0; p < p1; ++p) {
+      const v4 w = splat4(s[p * stride]);
+      const float* l = lat + p * kvr + j;
+      for (int k = 0; k < 8; ++k) c[k] += w * load4(l + 4 * k);
+    }
+    for (int k = 0; k < 8; ++k) store4(ctx + j + 4 * k, c[k]);
+  }
+  for (; j + 4 <= kvr; j += 4) {
+    v4 c = load4(ctx + j);
+    for (int64_t p = p0; p < p1; ++p) c += splat4(s[p * stride]) * load4(lat + p * kvr + j);
+    store4(ctx + j, c);
+  }
+  for (; j < kvr; ++j) {
+    float c = ctx[j];
+    for (int64_t p = p0; p < p1; ++p) c += s[p * stride] * lat[p * kvr + j];
+    ctx[j] = c;
+  }
+}
 
 // softmax over n scores plus one extra logit (a learned sink) whose probability is dropped.
 void softmax_with_sink(float* x, int64_t n, float sink) {
@@ -40,6 +167,15 @@ void CpuDevice::mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf l
   }
 }
 
+// Absorbed MLA in tiles of kTile query rows of one head. Every row's arithmetic is the plain
+// scalar loop's, in its order, with each product rounded before its sum (this file is compiled
+// without FMA): the absorbed query qabs = Σ_i q[i]·kv_b[k_row0 + i, :] in i order; a score per
+// visible position, (qabs·latent[p] + q_pe·k_pe[p])·scale, each dot summed left to right; the
+// softmax; ctx = Σ_p s[p]·latent[p] in p order; out[j] = kv_b[v_row0 + j, :]·ctx left to right.
+// What the tile changes is only which independent sums run side by side: the kTile rows' score
+// dots are lanes of one vector loop over a latent row held in L1 (a row's dot never splits), and
+// the context sums walk the cache in blocks that stay in cache across the tile's rows. A row's
+// bits therefore depend only on its own visible length, never on T or on its neighbours.
 void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, const Buf& k_pe, int64_t visible0,
                               Buf outb) {
   const int64_t nh = s.heads, nope = s.nope, rope = s.rope, vd = s.v_dim, kvr = s.kv_rank, qk = nope + rope;
@@ -55,33 +191,85 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const float* lat = row_ptr(latent, 0);
   const float* kpe = row_ptr(k_pe, 0);
   float* out = row_ptr(outb, 0);
+  const int64_t tiles = (T + kTile - 1) / kTile, items = nh * tiles;
+  const int64_t slots = std::min<int64_t>(ThreadPool::global().size(), items);
+  // Per slot: qabs and q_pe transposed [kvr + rope][kTile], one row of qabs, the scores
+  // position-major [n_max][kTile], the contexts [kTile][kvr] and transposed [kvr][kTile].
+  const int64_t per = (kvr + rope) * kTile + kvr + kTile * n_max + 2 * kTile * kvr;
   ScratchScope scope(*this);
-  // Per head: absorbed query [kvr], context latent [kvr], scores [n_max].
-  const int64_t per = 2 * kvr + n_max;
-  float* scratch = temp<float>(nh * per);
+  float* scratch = temp<float>(slots * per);
+  // Context blocks of about 16 KB of latent rows, reused across the tile's rows.
+  const int64_t block = std::max<int64_t>(8, 4096 / std::max<int64_t>(kvr, 1));
   const float scale = s.scale;
   const bool causal = s.causal;
-  ThreadPool::global().parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      float* qabs = scratch + h * per;
-      float* ctx = qabs + kvr;
-      float* sc = ctx + kvr;
-      const int64_t k_row0 = h * (nope + vd), v_row0 = k_row0 + nope;
-      for (int64_t t = 0; t < T; ++t) {
-        const float* qh = q + (t * nh + h) * qk;
-        std::fill(qabs, qabs + kvr, 0.0f);
-        for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], kv_b, k_row0 + i, qabs);
-        const int64_t n = visible0 + (causal ? t : 0);
-        for (int64_t p = 0; p < n; ++p) {
-          float a = dot(qabs, lat + p * kvr, kvr);
-          float b = rope ? dot(qh + nope, kpe + p * rope, rope) : 0.0f;
-          sc[p] = (a + b) * scale;
+  ThreadPool::global().parallel_for(slots, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* qT = scratch + c * per;  // [kvr + rope][kTile]: qabs, then q_pe
+      float* qrow = qT + (kvr + rope) * kTile;
+      float* sT = qrow + kvr;         // [n_max][kTile]
+      float* ctx = sT + kTile * n_max;  // [kTile][kvr]
+      float* ctxT = ctx + kTile * kvr;  // [kvr][kTile]
+      for (int64_t item = c; item < items; item += slots) {
+        const int64_t h = item % nh, t0 = (item / nh) * kTile, R = std::min(kTile, T - t0);
+        const int64_t k_row0 = h * (nope + vd), v_row0 = k_row0 + nope;
+        int64_t n[kTile];
+        for (int64_t r = 0; r < kTile; ++r) n[r] = visible0 + (causal ? t0 + std::min(r, R - 1) : 0);
+        const int64_t n_hi = n[kTile - 1];
+        // The tile's absorbed queries and rope queries, one column per row (absent rows: zeros).
+        std::fill(qT, qT + (kvr + rope) * kTile, 0.0f);
+        for (int64_t r = 0; r < R; ++r) {
+          const float* qh = q + ((t0 + r) * nh + h) * qk;
+          std::fill(qrow, qrow + kvr, 0.0f);
+          for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], kv_b, k_row0 + i, qrow);
+          for (int64_t i = 0; i < kvr; ++i) qT[i * kTile + r] = qrow[i];
+          for (int64_t i = 0; i < rope; ++i) qT[(kvr + i) * kTile + r] = qh[nope + i];
         }
-        softmax(sc, n);
-        std::fill(ctx, ctx + kvr, 0.0f);
-        for (int64_t p = 0; p < n; ++p) axpy(sc[p], lat + p * kvr, ctx, kvr);
-        float* ah = out + (t * nh + h) * vd;
-        for (int64_t j = 0; j < vd; ++j) ah[j] = weight_dot_row(kv_b, v_row0 + j, ctx);
+        // Scores: for each position, the tile's 16 dots side by side (lanes never mix); rows
+        // that do not see a position get a score there that nothing reads.
+        int64_t p = 0;
+        for (; p + 2 <= n_hi; p += 2) {
+          float a[2][kTile] = {}, b[2][kTile] = {};
+          tile_dots2(qT, lat + p * kvr, lat + (p + 1) * kvr, kvr, a[0], a[1]);
+          tile_dots2(qT + kvr * kTile, kpe + p * rope, kpe + (p + 1) * rope, rope, b[0], b[1]);
+          for (int64_t k = 0; k < 2; ++k)
+            for (int64_t r = 0; r < kTile; ++r) sT[(p + k) * kTile + r] = (a[k][r] + b[k][r]) * scale;
+        }
+        for (; p < n_hi; ++p) {
+          float a[kTile] = {}, b[kTile] = {};
+          tile_dots(qT, lat + p * kvr, kvr, a);
+          tile_dots(qT + kvr * kTile, kpe + p * rope, rope, b);
+          for (int64_t r = 0; r < kTile; ++r) sT[p * kTile + r] = (a[r] + b[r]) * scale;
+        }
+        tile_softmax(sT, n);
+        // Contexts, in position order per row, a block of latent rows at a time.
+        std::fill(ctx, ctx + kTile * kvr, 0.0f);
+        for (int64_t p0 = 0; p0 < n_hi; p0 += block) {
+          const int64_t p1 = std::min(p0 + block, n_hi);
+          for (int64_t r = 0; r < R; ++r)
+            if (p0 < n[r]) context_rows(ctx + r * kvr, sT + r, kTile, lat, kvr, p0, std::min(p1, n[r]));
+        }
+        // Value expansion: out[j] = kv_b[v_row0 + j, :]·ctx, the tile's rows as lanes.
+        for (int64_t r = 0; r < kTile; ++r)
+          for (int64_t i = 0; i < kvr; ++i) ctxT[i * kTile + r] = r < R ? ctx[r * kvr + i] : 0.0f;
+        for (int64_t j = 0; j < vd; ++j) {
+          float acc[kTile] = {};
+          if (kv_b.type == WeightType::BF16) {
+            const uint16_t* wr = static_cast<const uint16_t*>(kv_b.data) + (v_row0 + j) * kv_b.cols;
+            for (int64_t i = 0; i < kvr; ++i) {
+              const float wi = bf16_to_f32(wr[i]);
+              const float* ci = ctxT + i * kTile;
+              for (int64_t r = 0; r < kTile; ++r) acc[r] += wi * ci[r];
+            }
+          } else {
+            const float* wr = static_cast<const float*>(kv_b.data) + (v_row0 + j) * kv_b.cols;
+            for (int64_t i = 0; i < kvr; ++i) {
+              const float wi = wr[i];
+              const float* ci = ctxT + i * kTile;
+              for (int64_t r = 0; r < kTile; ++r) acc[r] += wi * ci[r];
+            }
+          }
+          for (int64_t r = 0; r < R; ++r) out[((t0 + r) * nh + h) * vd + j] = acc[r];
+        }
       }
     }
   });

@@ -205,7 +205,8 @@ void KimiModel::set_expert_provider(store::ExpertProvider* p) { experts_ = p ? p
 std::unique_ptr<State> KimiModel::new_state() const { return std::make_unique<KimiState>(config_, *dev_); }
 
 void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda_i, int64_t mla_i, int64_t base,
-                          bool record, const Buf& x, Buf out) {
+                          const PassOptions& opt, const Buf& x, Buf out) {
+  const bool record = opt.record;
   if (lw.attn_kind == AttnKind::KDA) {
     KimiState::Kda& k = st.kda[size_t(kda_i)];
     const kernels::KdaState from = k.state(k.cur);
@@ -214,7 +215,7 @@ void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda
     kda_forward(*dev_, lw.kda, x, from, to, record ? &rec : nullptr, out);
   } else {
     KimiState::Mla& m = st.mla[size_t(mla_i)];
-    mla_forward(*dev_, mla_spec_, lw.mla, m.latent.buf(), m.k_pe.buf(), base, x, out);
+    mla_forward(*dev_, mla_spec_, lw.mla, m.latent.buf(), m.k_pe.buf(), base, x, out, opt.cancel);
   }
 }
 
@@ -266,7 +267,7 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
       }
     }
     d.rmsnorm(a_in, lw.input_norm.v, c.rms_norm_eps, normed);
-    attention(st, lw, kda_i, mla_i, base, opt.record, normed, attn_out);
+    attention(st, lw, kda_i, mla_i, base, opt, normed, attn_out);
     if (lw.attn_kind == AttnKind::KDA) ++kda_i;
     else ++mla_i;
     // MLP input.

@@ -84,7 +84,7 @@ class KimiModel final : public Target {
  private:
   KimiModel() = default;
   void attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda_i, int64_t mla_i, int64_t base,
-                 bool record, const kernels::Buf& x, kernels::Buf out);
+                 const PassOptions& opt, const kernels::Buf& x, kernels::Buf out);
 
   format::KimiConfig config_;
   TargetInfo info_;

@@ -149,7 +149,7 @@ void Qwen3Model::forward(State& state, std::span<const int32_t> tokens, const Pa
     if (cancel_requested(opt)) throw Cancelled();
     const Qwen3LayerWeights& w = weights_.layers[l];
     d.rmsnorm(h, w.input_norm.v, c.rms_norm_eps, normed);
-    gqa_forward(d, gqa_, w.attn, table, st.k[l].buf(), st.v[l].buf(), base, normed, out);
+    gqa_forward(d, gqa_, w.attn, table, st.k[l].buf(), st.v[l].buf(), base, normed, out, opt.cancel);
     d.add(h, out);
     d.rmsnorm(h, w.post_norm.v, c.rms_norm_eps, normed);
     mlp_forward(d, w.mlp, silu, normed, out);

@@ -11,7 +11,7 @@ using kernels::BufType;
 using kernels::LinearOut;
 
 void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, const Buf& rope_table, Buf k_cache,
-                 Buf v_cache, int64_t base, const Buf& x, Buf out) {
+                 Buf v_cache, int64_t base, const Buf& x, Buf out, const std::atomic<bool>* cancel) {
   kernels::ScratchScope scope(d);
   const int64_t T = x.rows, D = s.head_dim, qd = s.heads * D, kvd = s.kv_heads * D;
   Buf q = d.scratch(BufType::F32, T, qd);
@@ -29,7 +29,9 @@ void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, cons
   Buf attn = d.scratch(BufType::F32, T, qd);
   const kernels::GqaOp op{.heads = s.heads, .kv_heads = s.kv_heads, .head_dim = D,
                           .scale = 1.0f / std::sqrt(float(D)), .window = s.window, .sinks = w.sinks.v};
-  d.gqa_attention(op, q, k_cache, v_cache, base + 1, attn);
+  for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
+    d.gqa_attention(op, q.rows_view(r0, n), k_cache, v_cache, base + 1 + r0, attn.rows_view(r0, n));
+  });
   const LinearOut o[] = {{&w.o, out}};
   d.linear(attn, o);
 }

@@ -2,7 +2,10 @@
 // q/k/v projections in one launch, optional per-head q/k RMSNorm before RoPE, the cache write of
 // this pass's rows, causal attention (optionally windowed, with learned sinks), o_proj.
 #pragma once
+#include <atomic>
+
 #include "kernels/device.h"
+#include "model/pass_options.h"
 #include "model/tensor_list.h"
 
 namespace sluice::model {
@@ -21,7 +24,9 @@ struct GqaSpec {
 };
 
 // rope_table: the pass's cos/sin rows (Device::rope_table); k_cache/v_cache: [capacity, kv_dim].
+// cancel: see for_attention_slices.
 void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, const kernels::Buf& rope_table,
-                 kernels::Buf k_cache, kernels::Buf v_cache, int64_t base, const kernels::Buf& x, kernels::Buf out);
+                 kernels::Buf k_cache, kernels::Buf v_cache, int64_t base, const kernels::Buf& x, kernels::Buf out,
+                 const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace sluice::model

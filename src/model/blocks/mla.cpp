@@ -11,7 +11,7 @@ using kernels::BufType;
 using kernels::LinearOut;
 
 void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf latent, Buf k_pe, int64_t base,
-                 const Buf& x, Buf out) {
+                 const Buf& x, Buf out, const std::atomic<bool>* cancel) {
   kernels::ScratchScope scope(d);
   const int64_t T = x.rows, nh = s.heads, qk = s.nope + s.rope, vd = s.v_dim;
   Buf q = d.scratch(BufType::F32, T, nh * qk);
@@ -38,7 +38,9 @@ void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf 
   Buf attn = d.scratch(BufType::F32, T, nh * vd);
   const kernels::MlaOp op{.heads = nh, .nope = s.nope, .rope = s.rope, .v_dim = vd, .kv_rank = s.kv_rank,
                           .scale = 1.0f / std::sqrt(float(qk)), .causal = true, .kv_b = &w.kv_b};
-  d.mla_attention(op, q, latent, k_pe, base + 1, attn);
+  for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
+    d.mla_attention(op, q.rows_view(r0, n), latent, k_pe, base + 1 + r0, attn.rows_view(r0, n));
+  });
   if (s.output_gate) d.mul_sigmoid(attn, gate);
   const LinearOut o[] = {{&w.o, out}};
   d.linear(attn, o);

@@ -2,7 +2,10 @@
 // q_a → norm → q_b), kv_a and output-gate projections in one launch, the cache write of this
 // pass's rows, absorbed attention, the sigmoid output gate and o_proj.
 #pragma once
+#include <atomic>
+
 #include "kernels/device.h"
+#include "model/pass_options.h"
 #include "model/tensor_list.h"
 
 namespace sluice::model {
@@ -19,8 +22,8 @@ struct MlaSpec {
 };
 
 // Rows are at positions base..base+T-1; their latents are written into the cache (latent, k_pe:
-// [capacity, kv_rank] and [capacity, rope]) there.
+// [capacity, kv_rank] and [capacity, rope]) there. cancel: see for_attention_slices.
 void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, kernels::Buf latent, kernels::Buf k_pe,
-                 int64_t base, const kernels::Buf& x, kernels::Buf out);
+                 int64_t base, const kernels::Buf& x, kernels::Buf out, const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace sluice::model
