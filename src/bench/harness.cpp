@@ -11,7 +11,9 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
+#include "bench/cache_floor.h"
 #include "store/manifest.h"
+#include "store/route_trace.h"
 
 namespace sluice::bench {
 
@@ -201,6 +203,12 @@ BenchResult run_bench(const BenchOptions& opt) {
                                "--json", "--events", rec.events_path});
       argv.insert(argv.end(), arm.flags.begin(), arm.flags.end());
       const ModelInfo& info = models[rec.model];
+      bool own_trace = false;
+      for (const auto& f : arm.flags) own_trace |= f == "--router-trace" || f.starts_with("--router-trace=");
+      if (opt.floor && info.manifest && !own_trace) {
+        rec.trace_path = stem + ".trace.jsonl";
+        argv.insert(argv.end(), {"--router-trace", rec.trace_path});
+      }
       if (info.manifest)
         for (size_t h = 0; h < info.manifest->homes.size(); ++h)
           rec.samples.push_back({info.manifest->homes[h].path, info.stat_files[h], info.shared[h], {}, {}});
@@ -318,6 +326,36 @@ void derive(const BenchOptions& opt, BenchResult& res) {
       }
     d["prefill_union_bytes"] = to_json(summarize(union_bytes));
     d["prefill_read_over_union"] = to_json(summarize(pr));
+    // Cache floors from each run's own route trace, at its own cache size: the decode bytes per
+    // token below which no cache of that size can go (MIN from the best content at the first
+    // decode step) and what LRU would read, next to what the run read; MIN of the cold prefill and
+    // of the whole run (prefill + decode from a cold cache) next to the run's total reads.
+    std::vector<double> min_bpt, lru_bpt, over_min, prefill_min, run_min, run_over_min;
+    for (const auto& r : res.runs) {
+      if (r.group != g.name || !r.m.valid || r.trace_path.empty() || r.m.cache_slots <= 0 || r.m.prefill_requests < 0 ||
+          !record_bytes[g.model] || !fs::exists(r.trace_path))
+        continue;
+      const store::RouteTrace t = store::read_route_trace(r.trace_path);
+      const CacheFloor cf = cache_floor(t.keys, uint64_t(r.m.cache_slots), uint64_t(r.m.prefill_requests));
+      const double slot = double(record_bytes[g.model]);
+      prefill_min.push_back(double(cf.min_before) * slot);
+      run_min.push_back(double(cf.min_all) * slot);
+      run_over_min.push_back(ratio(double(r.m.prefill_bytes + r.m.decode_bytes), run_min.back()));
+      if (r.m.generated > 1) {
+        const double tokens = double(r.m.generated - 1);
+        min_bpt.push_back(double(cf.min_after) * slot / tokens);
+        lru_bpt.push_back(double(cf.lru_after) * slot / tokens);
+        over_min.push_back(ratio(r.m.bytes_per_token, min_bpt.back()));
+      }
+    }
+    const Summary min_s = summarize(min_bpt);
+    d["min_bytes_per_token"] = to_json(min_s);
+    d["lru_bytes_per_token"] = to_json(summarize(lru_bpt));
+    d["read_over_min"] = to_json(summarize(over_min));
+    d["prefill_min_bytes"] = to_json(summarize(prefill_min));
+    d["run_min_bytes"] = to_json(summarize(run_min));
+    d["run_read_over_min"] = to_json(summarize(run_over_min));
+    d["io_floor_min_s_per_token"] = num(ratio(min_s.median, raw_bw));
     g.derived = d;
   }
 }

@@ -46,7 +46,9 @@ struct BenchOptions {
   std::optional<std::vector<int32_t>> expect_ids;
   std::optional<std::string> expect_text;  // compared with `sluice detokenize` of each output
   std::string out_dir;
-  bool floor = false;          // raw O_DIRECT reads of each arm model's expert records, per rep
+  // Raw O_DIRECT reads of each arm model's expert records, per rep; and each run's router trace,
+  // for the reads any cache of its budget must make (MIN) and those LRU would (cache_floor.h).
+  bool floor = false;
   int floor_queue_depth = 4;
   double floor_seconds = 2;
   std::string compute_arm;     // arm whose decode time per token is the compute floor
@@ -67,6 +69,7 @@ struct HomeSamples {
 struct RunRecord {
   int seq = 0, rep = 0, arm = 0, length = 0;  // arm index, index into max_new
   std::string group, model, events_path;
+  std::string trace_path;  // its router trace (with floors, on a model with a manifest)
   ProcessResult proc;
   RunMetrics m;
   std::string text;  // detokenized output (only with expect_text)

@@ -104,6 +104,7 @@ RunMetrics metrics_from_events(const std::vector<nlohmann::json>& events, double
         have_first = true;
         r.ttft_s = t;
         r.prefill_bytes += bytes;
+        r.prefill_requests = int64_t(num_or(e, "expert_requests", -1));
       } else {
         if (!have_first) invalid("decode_step before prefill_done");
         if (int64_t(em.size()) > acc + 1) invalid(cat("decode_step emitted ", em.size(), " tokens with ", acc, " accepted"));
@@ -145,6 +146,7 @@ RunMetrics metrics_from_events(const std::vector<nlohmann::json>& events, double
     if (store != st->end() && store->is_object()) {
       r.hit_rate = num_or(*store, "hit_rate", kNaN);
       r.prefetch_recall = num_or(*store, "prefetch_recall", kNaN);
+      r.cache_slots = int64_t(num_or(*store, "cache_slots", 0));
       auto homes = store->find("homes");
       double engine_s = t;
       if (homes != store->end() && homes->is_array())

@@ -47,6 +47,8 @@ struct RunMetrics {
   double decode_read_bytes_per_s = 0;  // decode expert bytes / decode_s
   double hit_rate = 0, prefetch_recall = 0;
   int64_t expert_requests = 0;      // model's per-pass union requests (from run_end stats)
+  int64_t prefill_requests = -1;    // of those, made by the prefill (prefill_done; -1: not logged)
+  int64_t cache_slots = 0;          // the expert cache's slots (run_end stats; 0: not streaming)
   std::vector<HomeRun> homes;
   // Per-step timeline: seconds since run start at the end of each step, and expert bytes read in it.
   std::vector<double> step_end_s;

@@ -202,7 +202,8 @@ int run(const RunArgs& a) {
                  {"accepted", s.accepted},
                  {"expert_bytes_read", bytes - bytes_before},
                  {"union_experts", s.union_experts},
-                 {"missed_experts", s.missed_experts}});
+                 {"missed_experts", s.missed_experts},
+                 {"expert_requests", engine->model().counters().expert_requests}});
     bytes_before = bytes;
     if (a.stats && drafter && !first)
       std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms; union %llu experts, %llu read (%.1f KB)\n",

@@ -8,42 +8,19 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "fetch/stream_source.h"
-#include "format/json_util.h"
 #include "store/manifest.h"
+#include "store/route_trace.h"
 
 namespace sluice::fetch {
 
 RouterTrace read_router_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("--trace ", path, ": cannot open");
+  const store::RouteTrace rt = store::read_route_trace(path);
   RouterTrace t;
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    std::string w = cat(path, ": line ", n);
-    nlohmann::json j = format::parse_json_text(line, w);
-    if (n == 1) {
-      if (format::get_string_or(j, "format", "", w) != "sluice-router-trace")
-        fail(w, ": not a sluice router trace (expected a first line with format 'sluice-router-trace')");
-      if (format::get_int(j, "version", w) != 1) fail(w, ": router trace version must be 1");
-      t.num_layers = format::get_int(j, "num_layers", w);
-      t.num_experts = format::get_int(j, "num_experts", w);
-      if (t.num_layers <= 0 || t.num_experts <= 0 || t.num_layers * t.num_experts > (int64_t(1) << 26))
-        fail(w, ": num_layers/num_experts out of range");
-      t.uses.assign(size_t(t.num_layers * t.num_experts), 0);
-      continue;
-    }
-    int64_t layer = format::get_int(j, "layer", w);
-    if (layer < 0 || layer >= t.num_layers) fail(w, ": layer ", layer, " is not in [0, ", t.num_layers, ")");
-    for (int64_t e : format::get_int_list(j, "experts", w)) {
-      if (e < 0 || e >= t.num_experts) fail(w, ": expert ", e, " is not in [0, ", t.num_experts, ")");
-      t.uses[size_t(layer * t.num_experts + e)] += 1;
-    }
-    ++t.requests;
-  }
-  if (n == 0) fail("--trace ", path, ": empty file");
+  t.num_layers = rt.num_layers;
+  t.num_experts = rt.num_experts;
+  t.requests = rt.requests();
+  t.uses.assign(size_t(t.num_layers * t.num_experts), 0);
+  for (uint32_t k : rt.keys) t.uses[k] += 1;
   return t;
 }
 

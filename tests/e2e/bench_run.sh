@@ -26,6 +26,7 @@ grep -q 'Per-home engine read bandwidth' "$out/results.md" || fail "results.md l
 [ "$(wc -l < "$out/runs.csv")" -eq 7 ] || fail "runs.csv should have a header and 6 runs"
 [ "$(wc -l < "$out/summary.csv")" -eq 4 ] || fail "summary.csv should have a header and 3 groups"
 [ "$(ls "$out"/runs/*.events.jsonl | wc -l)" -eq 6 ] || fail "want 6 event logs"
+[ "$(ls "$out"/runs/*.trace.jsonl | wc -l)" -eq 6 ] || fail "want 6 router traces (--floor)"
 
 python3 - "$out/results.json" <<'PY'
 import json, sys
@@ -52,6 +53,17 @@ stream = groups[0]
 assert stream["bytes_per_token"]["median"] > 0 and stream["hit_rate"]["median"] is not None
 assert stream["derived"]["read_bw_over_raw"] > 0 and stream["derived"]["decode_over_max_floor"] > 0
 assert groups[2]["bytes_per_token"]["median"] == 0  # resident experts read nothing
+# Cache floors from each streamed run's router trace: MIN <= what the run read, MIN <= LRU.
+for g in groups[:2]:
+    d = g["derived"]
+    mn, lru, over = d["min_bytes_per_token"]["median"], d["lru_bytes_per_token"]["median"], d["read_over_min"]["median"]
+    assert mn is not None and lru is not None and 0 <= mn <= lru, (g["name"], mn, lru)
+    # decode MIN starts from the best cache content: 0 when the decode's experts fit (no ratio then)
+    assert (over is None) == (mn == 0) and (over is None or over >= 1 - 1e-9), (g["name"], mn, over)
+    run_over = d["run_read_over_min"]["median"]
+    assert d["run_min_bytes"]["median"] > 0 and run_over is not None and run_over >= 1 - 1e-9, (g["name"], run_over)
+    assert abs(d["io_floor_min_s_per_token"] - mn / d["raw_read_bytes_per_s"]["median"]) < 1e-9 * max(1.0, mn)
+    assert d["prefill_min_bytes"]["median"] > 0
 assert all(f["bytes_per_s"] > 0 for f in floors)
 PY
 
