@@ -212,7 +212,7 @@ void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda
     const kernels::KdaState from = k.state(k.cur);
     kernels::KdaState to = k.state(record ? 1 - k.cur : k.cur);
     const kernels::KdaRecord rec = record ? k.rec() : kernels::KdaRecord{};
-    kda_forward(*dev_, lw.kda, x, from, to, record ? &rec : nullptr, out);
+    kda_forward(*dev_, lw.kda, x, from, to, record ? &rec : nullptr, out, opt.cancel);
   } else {
     KimiState::Mla& m = st.mla[size_t(mla_i)];
     mla_forward(*dev_, mla_spec_, lw.mla, m.latent.buf(), m.k_pe.buf(), base, x, out, opt.cancel);
@@ -268,6 +268,7 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
     }
     d.rmsnorm(a_in, lw.input_norm.v, c.rms_norm_eps, normed);
     attention(st, lw, kda_i, mla_i, base, opt, normed, attn_out);
+    if (cancel_requested(opt)) throw Cancelled();
     if (lw.attn_kind == AttnKind::KDA) ++kda_i;
     else ++mla_i;
     // MLP input.

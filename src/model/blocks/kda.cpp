@@ -17,7 +17,7 @@ void KdaWeights::bind_op() {
 }
 
 void kda_forward(kernels::Device& d, const KdaWeights& w, const Buf& x, const kernels::KdaState& from,
-                 kernels::KdaState& to, const kernels::KdaRecord* rec, Buf out) {
+                 kernels::KdaState& to, const kernels::KdaRecord* rec, Buf out, const std::atomic<bool>* cancel) {
   kernels::ScratchScope scope(d);
   const int64_t T = x.rows, P = w.op.dim(), dk = w.op.head_dim;
   kernels::KdaInputs in;
@@ -41,7 +41,17 @@ void kda_forward(kernels::Device& d, const KdaWeights& w, const Buf& x, const ke
   const LinearOut fb[] = {{&w.f_b, in.f}};
   d.linear(fa, fb);
   Buf o = d.scratch(BufType::F32, T, P);
-  d.kda(w.op, in, from, to, rec, o);
+  if (rec) {
+    d.kda(w.op, in, from, to, rec, o);  // a verify pass (short) records every row in one call
+  } else {
+    // The recurrence carries its state from slice to slice (the first reads `from`), and a T-row
+    // call is T one-row calls bit for bit, so the slices change nothing; see for_attention_slices.
+    for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
+      const kernels::KdaInputs s{in.q.rows_view(r0, n), in.k.rows_view(r0, n), in.v.rows_view(r0, n),
+                                 in.f.rows_view(r0, n), in.beta.rows_view(r0, n), in.gate.rows_view(r0, n)};
+      d.kda(w.op, s, r0 == 0 ? from : to, to, nullptr, o.rows_view(r0, n));
+    });
+  }
   const LinearOut proj[] = {{&w.o, out}};
   d.linear(o, proj);
 }

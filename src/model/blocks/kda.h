@@ -2,7 +2,10 @@
 // normed input in one launch, the device's KDA op (conv, norms, gate, delta rule, output norm),
 // then o_proj.
 #pragma once
+#include <atomic>
+
 #include "kernels/device.h"
+#include "model/pass_options.h"
 #include "model/tensor_list.h"
 
 namespace sluice::model {
@@ -19,6 +22,7 @@ struct KdaWeights {
 
 // x: [T, H] normed attention input; out: [T, H]. The state is read from `from` and left in `to`.
 void kda_forward(kernels::Device& d, const KdaWeights& w, const kernels::Buf& x, const kernels::KdaState& from,
-                 kernels::KdaState& to, const kernels::KdaRecord* rec, kernels::Buf out);
+                 kernels::KdaState& to, const kernels::KdaRecord* rec, kernels::Buf out,
+                 const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace sluice::model
