@@ -7,6 +7,7 @@
 #include <list>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -71,10 +72,8 @@ CacheFloor cache_floor(std::span<const uint32_t> keys, uint64_t capacity, uint64
   // LRU: most recent at the front.
   std::list<uint32_t> order;
   std::unordered_map<uint32_t, std::list<uint32_t>::iterator> where;
-  std::unordered_map<uint32_t, bool> seen;
   for (uint64_t i = 0; i < keys.size(); ++i) {
     const uint32_t k = keys[i];
-    seen[k] = true;
     auto it = where.find(k);
     if (it != where.end()) {
       order.splice(order.begin(), order, it->second);
@@ -89,7 +88,7 @@ CacheFloor cache_floor(std::span<const uint32_t> keys, uint64_t capacity, uint64
     order.push_front(k);
     where[k] = order.begin();
   }
-  f.distinct = seen.size();
+  f.distinct = std::unordered_set<uint32_t>(keys.begin(), keys.end()).size();
   return f;
 }
 

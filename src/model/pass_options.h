@@ -41,10 +41,11 @@ inline bool cancel_requested(const PassOptions& opt) {
   return opt.cancel && opt.cancel->load(std::memory_order_relaxed);
 }
 
-// The quadratic part of a long pass, its attention, runs in slices of at most kAttentionSlice
-// rows: fn(r0, n) for rows r0..r0+n-1, Cancelled thrown between slices once *cancel reads true,
-// so a long prefill stops within a slice rather than a layer. A row's attention depends only on
-// its own visible length, so slicing changes no bit.
+// The longest part of a long pass, its attention (MLA, GQA, the KDA recurrence), runs in slices
+// of at most kAttentionSlice rows: fn(r0, n) for rows r0..r0+n-1, Cancelled thrown between
+// slices once *cancel reads true, so a long prefill stops within a slice rather than a layer. A
+// row's softmax attention depends only on its own visible length, and a T-row KDA call is T
+// one-row calls, so slicing changes no bit.
 inline constexpr int64_t kAttentionSlice = 256;
 template <typename F>
 void for_attention_slices(int64_t T, const std::atomic<bool>* cancel, F&& fn) {

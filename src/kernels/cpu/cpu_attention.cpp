@@ -3,7 +3,6 @@
 // sliding window and learned sinks), and rotary embeddings from a per-pass cos/sin table.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -24,9 +23,9 @@ using lanes::v4;
 // Absorbed-MLA tiles are 16 query rows of one head: four v4 of lanes.
 constexpr int64_t kTile = 16;
 
-// Scores of positions p and p + 1 for a tile: a[r] = Σ_i qT[i][r]·x[i] and b[r] likewise with
-// y, over i in order, against the tile's transposed queries qT [n][16] (two positions at once
-// hide the sums' latency; every lane is still one dot summed left to right).
+// Scores of two positions for a tile: a[r] = Σ_i qT[i][r]·x[i] and b[r] likewise with y, over i
+// in order, against the tile's transposed queries qT [n][16] (two positions at once hide the
+// sums' latency; every lane is still one dot summed left to right).
 inline void tile_dots2(const float* qT, const float* x, const float* y, int64_t n, float* a, float* b) {
   v4 a0 = load4(a), a1 = load4(a + 4), a2 = load4(a + 8), a3 = load4(a + 12);
   v4 b0 = load4(b), b1 = load4(b + 4), b2 = load4(b + 8), b3 = load4(b + 12);
@@ -52,22 +51,6 @@ inline void tile_dots2(const float* qT, const float* x, const float* y, int64_t 
   store4(b + 8, b2);
   store4(b + 12, b3);
 }
-inline void tile_dots(const float* qT, const float* x, int64_t n, float* a) {
-  v4 a0 = load4(a), a1 = load4(a + 4), a2 = load4(a + 8), a3 = load4(a + 12);
-  for (int64_t i = 0; i < n; ++i) {
-    const v4 xi = splat4(x[i]);
-    const float* q = qT + i * kTile;
-    a0 += load4(q) * xi;
-    a1 += load4(q + 4) * xi;
-    a2 += load4(q + 8) * xi;
-    a3 += load4(q + 12) * xi;
-  }
-  store4(a, a0);
-  store4(a + 4, a1);
-  store4(a + 8, a2);
-  store4(a + 12, a3);
-}
-
 // ops.cpp's softmax of every row of a tile at once, over scores stored position-major
 // (sT[p·16 + r]) with row r seeing n[r] positions, n[0] <= n[r]: the max, the exps and their sum
 // in position order, the scaling; lanes run side by side over the positions all rows see, then
@@ -226,19 +209,13 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         }
         // Scores: for each position, the tile's 16 dots side by side (lanes never mix); rows
         // that do not see a position get a score there that nothing reads.
-        int64_t p = 0;
-        for (; p + 2 <= n_hi; p += 2) {
+        for (int64_t p = 0; p < n_hi; p += 2) {
+          const int64_t p2 = std::min(p + 1, n_hi - 1);  // an odd last position: computed twice, kept once
           float a[2][kTile] = {}, b[2][kTile] = {};
-          tile_dots2(qT, lat + p * kvr, lat + (p + 1) * kvr, kvr, a[0], a[1]);
-          tile_dots2(qT + kvr * kTile, kpe + p * rope, kpe + (p + 1) * rope, rope, b[0], b[1]);
-          for (int64_t k = 0; k < 2; ++k)
+          tile_dots2(qT, lat + p * kvr, lat + p2 * kvr, kvr, a[0], a[1]);
+          tile_dots2(qT + kvr * kTile, kpe + p * rope, kpe + p2 * rope, rope, b[0], b[1]);
+          for (int64_t k = 0; k <= p2 - p; ++k)
             for (int64_t r = 0; r < kTile; ++r) sT[(p + k) * kTile + r] = (a[k][r] + b[k][r]) * scale;
-        }
-        for (; p < n_hi; ++p) {
-          float a[kTile] = {}, b[kTile] = {};
-          tile_dots(qT, lat + p * kvr, kvr, a);
-          tile_dots(qT + kvr * kTile, kpe + p * rope, rope, b);
-          for (int64_t r = 0; r < kTile; ++r) sT[p * kTile + r] = (a[r] + b[r]) * scale;
         }
         tile_softmax(sT, n);
         // Contexts, in position order per row, a block of latent rows at a time.
@@ -251,25 +228,22 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         // Value expansion: out[j] = kv_b[v_row0 + j, :]·ctx, the tile's rows as lanes.
         for (int64_t r = 0; r < kTile; ++r)
           for (int64_t i = 0; i < kvr; ++i) ctxT[i * kTile + r] = r < R ? ctx[r * kvr + i] : 0.0f;
-        for (int64_t j = 0; j < vd; ++j) {
-          float acc[kTile] = {};
-          if (kv_b.type == WeightType::BF16) {
-            const uint16_t* wr = static_cast<const uint16_t*>(kv_b.data) + (v_row0 + j) * kv_b.cols;
+        auto expand = [&](const auto* w0, auto widen) {
+          for (int64_t j = 0; j < vd; ++j) {
+            const auto* wr = w0 + (v_row0 + j) * kv_b.cols;
+            float acc[kTile] = {};
             for (int64_t i = 0; i < kvr; ++i) {
-              const float wi = bf16_to_f32(wr[i]);
+              const float wi = widen(wr[i]);
               const float* ci = ctxT + i * kTile;
               for (int64_t r = 0; r < kTile; ++r) acc[r] += wi * ci[r];
             }
-          } else {
-            const float* wr = static_cast<const float*>(kv_b.data) + (v_row0 + j) * kv_b.cols;
-            for (int64_t i = 0; i < kvr; ++i) {
-              const float wi = wr[i];
-              const float* ci = ctxT + i * kTile;
-              for (int64_t r = 0; r < kTile; ++r) acc[r] += wi * ci[r];
-            }
+            for (int64_t r = 0; r < R; ++r) out[((t0 + r) * nh + h) * vd + j] = acc[r];
           }
-          for (int64_t r = 0; r < R; ++r) out[((t0 + r) * nh + h) * vd + j] = acc[r];
-        }
+        };
+        if (kv_b.type == WeightType::BF16)
+          expand(static_cast<const uint16_t*>(kv_b.data), [](uint16_t x) { return bf16_to_f32(x); });
+        else
+          expand(static_cast<const float*>(kv_b.data), [](float x) { return x; });
       }
     }
   });
