@@ -184,12 +184,15 @@ FileEntry build_local_shard(Source& src, const SourceShard& shard, const std::ve
   char plan[17];
   std::snprintf(plan, sizeof plan, "%016llx",
                 (unsigned long long)XXH3_64bits_withSeed(text.data(), text.size(), total));
-  // Runs a previous run finished (the journal is only trusted for the same plan).
+  // Runs a previous run finished. The journal is trusted only for the same plan and only beside
+  // its part file at full size: a run killed between renaming the part into place and removing
+  // the journal leaves a journal whose part is gone, and resuming from it would write a file of
+  // headers and holes (every tensor zero) under the shard's name.
   std::set<size_t> done;
   {
     std::ifstream in(journal);
     std::string first;
-    if (in >> first && first == plan) {
+    if (file_size_or(part, 0) == total && in >> first && first == plan) {
       size_t i;
       while (in >> i)
         if (i < runs.size()) done.insert(i);

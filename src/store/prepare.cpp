@@ -163,6 +163,32 @@ void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
   }
 }
 
+// Whether the file at `path` holds exactly the records `held` (in order), each `slot` bytes, with
+// the checksums `sums`: a file an earlier prepare finished is kept only when it holds what this one
+// would write. The size alone does not say it: a prepare onto the same homes in another order, or
+// with other heat, gives a home other experts in a file of the same size.
+bool holds_records(const std::string& path, const std::vector<int64_t>& held, const std::vector<uint64_t>& sums,
+                   size_t slot, std::byte* buf) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != held.size() * slot || ec) return false;
+  std::string why;
+  int fd = open_regular(path, O_RDONLY, why);
+  if (fd < 0) return false;
+  bool same = true;
+  for (size_t i = 0; i < held.size() && same; ++i) {
+    size_t got = 0;
+    while (got < slot) {
+      ssize_t r = ::pread(fd, buf + got, slot - got, off_t(i * slot + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    same = got == slot && XXH3_64bits(buf, slot) == sums[size_t(held[i])];
+  }
+  ::close(fd);
+  return same;
+}
+
 }  // namespace
 
 double measure_read_bandwidth(const std::string& home, const std::vector<std::string>& files, uint64_t max_bytes) {
@@ -243,9 +269,7 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
       const std::string rel = expert_file(id, l);
       const std::string path = opt.homes[size_t(h)].path + "/" + rel;
       const uint64_t size = held.size() * layout.slot_bytes;
-      std::error_code ec;
-      bool complete = fs::exists(path) && fs::file_size(path, ec) == size;
-      if (!complete) {
+      if (!holds_records(path, held, sums, layout.slot_bytes, record.get())) {
         fs::create_directories(fs::path(path).parent_path());
         std::string tmp = path + ".tmp";
         int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -157,6 +157,27 @@ TEST_F(StoreHardeningTest, FifoInPlaceOfAnExpertFileFailsTheReadByName) {
   EXPECT_NE(err.find("FIFO"), std::string::npos) << err;
 }
 
+// Two homes swapped: each home's layer files keep their sizes but must hold the other half of the
+// experts. A prepare that kept a file for its size alone left every record failing its checksum.
+TEST_F(StoreHardeningTest, PrepareAgainOntoSwappedHomesRewritesTheirFiles) {
+  auto prepare_onto = [&](const std::vector<std::string>& homes) {
+    store::PrepareOptions opt;
+    for (const auto& h : homes) opt.homes.push_back(store::parse_home_spec(h));
+    opt.measure = false;
+    return store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
+  };
+  const std::string a = dir_ / "a", b = dir_ / "b";
+  store::Manifest first = prepare_onto({a, b});
+  ASSERT_EQ(generate_error("stream"), "");
+  store::Manifest second = prepare_onto({b, a});
+  const auto& was = first.of(1, 0)[0];
+  const auto& now = second.of(1, 0)[0];
+  ASSERT_EQ(was.file, now.file);
+  ASSERT_NE(first.homes[size_t(was.home)].path, second.homes[size_t(now.home)].path)
+      << "the swap should move expert 0 of layer 1 to the other home";
+  EXPECT_EQ(generate_error("stream"), "");
+}
+
 TEST_F(StoreHardeningTest, RelativeHomeInAManifestIsRelativeToTheManifest) {
   const std::string ref = [&] {
     auto e = engine("resident");
