@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,12 +33,30 @@ bool address_is(const sockaddr_storage& a, const std::string& addr, int port) {
 
 }  // namespace
 
-ConnectionProbe::ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port)
+ConnectionProbe::ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port,
+                                 bool interim_ok)
     : local_addr_(std::move(local_addr)), remote_addr_(std::move(remote_addr)), local_port_(local_port),
-      remote_port_(remote_port) {
+      remote_port_(remote_port), interim_ok_(interim_ok) {
   fd_ = find_socket();
   inert_ = fd_ < 0;
-  half_closed_ = !inert_ && peer_finished_sending();
+  half_closed_ = !inert_ && !interim_ok_ && peer_finished_sending();
+}
+
+bool ConnectionProbe::send_continue() const {
+  static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  size_t sent = 0;
+  while (sent < sizeof kContinue - 1) {
+    ssize_t n = ::send(fd_, kContinue + sent, sizeof kContinue - 1 - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += size_t(n);
+  }
+  return true;
+}
+
+bool ConnectionProbe::reset_seen() const {
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 bool ConnectionProbe::peer_finished_sending() const {
@@ -87,6 +106,14 @@ bool ConnectionProbe::closed() {
     end_of_stream = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
   if (!end_of_stream) return false;
+  if (interim_ok_) {
+    // Ask once; a client that closed answers with a reset, at once on loopback (checked here) or
+    // a round trip later (POLLHUP/POLLERR above on a later call). No reset: it is waiting.
+    interim_ok_ = false;
+    if (!send_continue() || reset_seen()) return closed_ = true;
+    half_closed_ = true;
+    return false;
+  }
   if (std::chrono::steady_clock::now() - made_ < kHalfCloseGrace) {
     half_closed_ = true;  // a half-close that trailed its request a little
     return false;

@@ -76,7 +76,11 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
   } catch (const Error& e) {
     return send_error(res, ApiError(400, e.what(), "invalid_request_error"));
   }
-  auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  // Until the handler returns (a whole response) or the stream's headers go out, nothing of the
+  // response is written, so the probe may send an interim response to tell a close from a
+  // half-close.
+  auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port,
+                                                 req.version == "HTTP/1.1");
   static std::atomic<bool> warned{false};
   if (probe->inert() && !warned.exchange(true))
     std::fprintf(stderr, "sluice serve: warning: cannot find client sockets; disconnects will not cancel generations\n");
@@ -100,6 +104,7 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
     return;
   }
   auto prepared = std::make_shared<PreparedRequest>(std::move(p));
+  probe->response_started();
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

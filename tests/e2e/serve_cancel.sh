@@ -36,22 +36,15 @@ code=$(short "$work/fresh.json")
 [ "$code" = 200 ] || fail "short request on a fresh server: HTTP $code $(cat "$work/fresh.json")"
 prompt_tokens=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['usage']['prompt_tokens'])" "$work/fresh.json")
 
-# The long prompt, closed by the client once its prefill runs and at least 0.8 s after it was sent
-# (an end of stream within 0.5 s of the request reads as a half-close, see connection_probe.h).
-python3 - "$port" "$work/long.json" <<'PY' || fail "long request: the server never showed it as generating"
-import json, socket, sys, time, urllib.request
+# The long prompt, its client closing the connection as soon as the request is sent: an end of
+# stream that comes with the request looks like a half-close, and the server tells the two apart
+# by the reset that its interim 100 Continue meets (connection_probe.h).
+python3 - "$port" "$work/long.json" <<'PY' || fail "long request could not be sent"
+import socket, sys
 port, body = int(sys.argv[1]), open(sys.argv[2], "rb").read()
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-sent = time.monotonic()
-def generating():
-    return json.load(urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=5))["generating"]
-while not generating():
-    if time.monotonic() - sent > 10:
-        sys.exit(1)
-    time.sleep(0.05)
-time.sleep(max(0.0, 0.8 - (time.monotonic() - sent)))
 s.close()
 PY
 t0=$(date +%s.%N)
@@ -62,6 +55,8 @@ t1=$(date +%s.%N)
   fail "after a cancelled prefill the short request differs from a fresh server's: $(cat "$work/after.json")"
 grep -Eq '"POST /v1/completions" 499 ' "$work/srv.log" || fail "no 499 log line for the disconnected client"
 waited=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+# The long prefill alone takes about 10 s here (more under a sanitizer).
+python3 -c "import sys; sys.exit(0 if $waited < 5 else 1)" || fail "the short request waited $waited s (want < 5)"
 echo "ok   short request answered ${waited} s after the long prompt's client left, same text as a fresh server"
 
 # The long prompt again, its client staying; SIGTERM once it is prefilling.

@@ -1,5 +1,6 @@
 // The connection probe on real loopback TCP sockets: a client that closes is seen as gone, and a
-// client that half-closed (shutdown(SHUT_WR)) along with its request is still waiting for its answer.
+// client that half-closed (shutdown(SHUT_WR)) along with its request is still waiting for its answer;
+// with an interim response allowed, a close right after the request is told from a half-close.
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "serve/connection_probe.h"
@@ -39,7 +41,15 @@ struct Connection {
     if (client >= 0) ::close(client);
     ::close(server);
   }
-  ConnectionProbe probe() const { return ConnectionProbe("127.0.0.1", local_port, "127.0.0.1", remote_port); }
+  ConnectionProbe probe(bool interim_ok = false) const {
+    return ConnectionProbe("127.0.0.1", local_port, "127.0.0.1", remote_port, interim_ok);
+  }
+  // What the client has received so far, without waiting.
+  std::string received() const {
+    char buf[256];
+    ssize_t n = ::recv(client, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, size_t(n)) : std::string();
+  }
   void settle() const { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
 };
 
@@ -87,6 +97,67 @@ TEST(ServeProbe, HalfClosedClientIsStillWaiting) {
   ::send(c.server, "x", 1, MSG_NOSIGNAL);
   c.settle();
   EXPECT_TRUE(p.closed());
+}
+
+constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// A client that sends its request and closes at once looks like a half-close until something is
+// written to it: the probe's 100 Continue meets a reset, and the client is gone.
+TEST(ServeProbe, ClientThatClosesRightAfterItsRequestIsGoneOnceAsked) {
+  Connection c;
+  ASSERT_EQ(::send(c.client, "GET / HTTP/1.1\r\n\r\n", 18, 0), 18);
+  ::close(c.client);
+  c.client = -1;
+  c.settle();
+  char buf[64];
+  ASSERT_EQ(::recv(c.server, buf, sizeof buf, 0), 18);
+  ConnectionProbe p = c.probe(true);
+  ASSERT_FALSE(p.inert());
+  bool gone = p.closed();
+  if (!gone) {  // the reset may come a moment later
+    c.settle();
+    gone = p.closed();
+  }
+  EXPECT_TRUE(gone);
+  // Without an interim response the same close reads as a half-close (the grace window).
+  Connection d;
+  ASSERT_EQ(::send(d.client, "GET / HTTP/1.1\r\n\r\n", 18, 0), 18);
+  ::close(d.client);
+  d.client = -1;
+  d.settle();
+  ASSERT_EQ(::recv(d.server, buf, sizeof buf, 0), 18);
+  ConnectionProbe q = d.probe(false);
+  EXPECT_FALSE(q.closed());
+}
+
+// A half-closed client gets one 100 Continue, no reset comes back, and it stays a waiting client.
+TEST(ServeProbe, HalfClosedClientGetsOneContinueAndIsStillWaiting) {
+  Connection c;
+  ASSERT_EQ(::send(c.client, "GET / HTTP/1.1\r\n\r\n", 18, 0), 18);
+  ::shutdown(c.client, SHUT_WR);
+  c.settle();
+  char buf[64];
+  ASSERT_EQ(::recv(c.server, buf, sizeof buf, 0), 18);
+  ConnectionProbe p = c.probe(true);
+  EXPECT_FALSE(p.closed());
+  c.settle();
+  EXPECT_FALSE(p.closed());
+  EXPECT_TRUE(p.half_closed());
+  EXPECT_EQ(c.received(), kContinue);
+  EXPECT_FALSE(p.closed());
+  EXPECT_EQ(c.received(), "") << "the interim response is sent once";
+}
+
+// Once the response has begun, nothing more is written by the probe.
+TEST(ServeProbe, NoInterimResponseOnceTheResponseStarted) {
+  Connection c;
+  ConnectionProbe p = c.probe(true);
+  p.response_started();
+  ::shutdown(c.client, SHUT_WR);
+  c.settle();
+  EXPECT_FALSE(p.closed());
+  EXPECT_TRUE(p.half_closed());
+  EXPECT_EQ(c.received(), "");
 }
 
 }  // namespace
