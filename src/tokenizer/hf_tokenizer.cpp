@@ -259,10 +259,18 @@ class HfTokenizer final : public TableTokenizer {
   }
 
   bool encode_valid(std::string_view text, std::vector<int32_t>& out, size_t limit) const override {
+    // Each id stands for at most longest_ bytes of the normalised text, so text longer than
+    // (room + 1) * longest_ - 1 bytes cannot fit; normalisation stops there.
+    const size_t room = limit - std::min(limit, out.size());
+    const size_t max_bytes = limit == SIZE_MAX || room >= SIZE_MAX / longest_ - 1 ? SIZE_MAX : (room + 1) * longest_ - 1;
     std::string normalized;
-    if (nfc_ && nfc_normalize(text, normalized)) text = normalized;
-    // Each id stands for at most longest_ bytes of the normalised text.
-    if (limit != SIZE_MAX && text.size() / longest_ > limit - std::min(limit, out.size())) return false;
+    if (nfc_ && max_bytes == SIZE_MAX) {
+      if (nfc_normalize(text, normalized)) text = normalized;
+    } else if (nfc_) {
+      if (!nfc_normalize_bounded(text, max_bytes, normalized)) return false;
+      text = normalized;
+    }
+    if (text.size() > max_bytes) return false;
     thread_local std::vector<std::pair<size_t, size_t>> pieces, next;
     pieces.assign(1, {0, text.size()});
     for (const auto& split : splits_) {

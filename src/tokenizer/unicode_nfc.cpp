@@ -162,4 +162,33 @@ bool nfc_normalize(std::string_view text, std::string& out) {
   return true;
 }
 
+bool nfc_normalize_bounded(std::string_view text, size_t max_bytes, std::string& out) {
+  constexpr size_t kPiece = 64 << 10;
+  out.clear();
+  std::string piece_nfc;
+  for (size_t at = 0; at < text.size();) {
+    // The piece runs to the first stable code point at or after at + kPiece.
+    size_t end = std::min(text.size(), at + kPiece);
+    while (end < text.size()) {
+      unsigned char b = static_cast<unsigned char>(text[end]);
+      if (b < 0x80) break;
+      size_t len = (b & 0xC0) == 0x80 ? 0 : utf8_sequence_length(text, end);
+      if (len == 0) {  // inside a sequence (or invalid): step on to the next lead byte
+        ++end;
+        continue;
+      }
+      if (stable(utf8_decode_at(text, end, len))) break;
+      end += len;
+    }
+    std::string_view piece = text.substr(at, end - at);
+    if (nfc_normalize(piece, piece_nfc))
+      out += piece_nfc;
+    else
+      out.append(piece);
+    if (out.size() > max_bytes) return false;
+    at = end;
+  }
+  return true;
+}
+
 }  // namespace sluice::tokenizer

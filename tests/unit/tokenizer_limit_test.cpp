@@ -102,13 +102,25 @@ TEST(TokenizerLimit, StopsSoonAfterTheBudget) {
 
 TEST(TokenizerLimit, LengthAloneProvesTooLong) {
   // More bytes than the budget times the longest token: refused before anything is encoded (for
-  // the tokenizers without a normaliser; NFC may shorten a text, so the HF one encodes first).
-  for (const Tokenizer* tok : {&default_tokenizer(), testing::reference_tokenizer("cl100k_base")}) {
+  // the tokenizer with NFC, once the normalised text is that long: it is normalised piece by
+  // piece and stops there).
+  for (const Tokenizer* tok : {&default_tokenizer(), testing::reference_tokenizer("cl100k_base"), &hf_tokenizer()}) {
     if (!tok) continue;
     std::vector<int32_t> out;
     EXPECT_FALSE(tok->encode_into_at_most(std::string(100'000'000, 'x'), out, 32767));
     EXPECT_TRUE(out.empty());
   }
+  // 60 MB that NFC shortens (e + combining acute -> é): refused the same way; a short run of it
+  // that fits is encoded as without a budget.
+  std::string marks;
+  for (int i = 0; i < 20'000'000; ++i) marks += "e\xCC\x81";
+  std::vector<int32_t> out;
+  EXPECT_FALSE(hf_tokenizer().encode_into_at_most(marks, out, 32767));
+  EXPECT_TRUE(out.empty());
+  std::string fits;
+  for (size_t i = 0; i < 2000; ++i) fits += "e\xCC\x81";
+  EXPECT_TRUE(hf_tokenizer().encode_into_at_most(fits, out, hf_tokenizer().encode(fits).size()));
+  EXPECT_EQ(out, hf_tokenizer().encode(fits));
 }
 
 TEST(TokenizerLimit, ChatRenderStopsAtMaxIds) {

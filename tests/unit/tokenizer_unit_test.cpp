@@ -108,6 +108,55 @@ TEST(TokenizerNfc, ComposesReordersAndKeepsStableText) {
   EXPECT_EQ(out, "\xCE\xA9");
 }
 
+// Texts longer than a piece (64 KB) that mix stable code points with ones NFC changes (marks to
+// reorder and compose, Hangul jamo, singletons, composition exclusions), so that pieces end in
+// the middle of everything: the bounded form must equal the whole-text NFC, and stop early.
+TEST(TokenizerNfc, BoundedIsTheWholeNfcAndStopsEarly) {
+  static const char* const parts[] = {"a", " ", "e", "\xCC\x81", "\xCC\x96", "\xCC\x80", "\xE1\x84\x80", "\xE1\x85\xA1",
+                                      "\xE1\x86\xA8", "\xE2\x84\xA6", "\xE4\xB8\xAD", "\xC3\xA9", "\xE0\xA5\x98",
+                                      "\xCD\x84", "\xEA\xB0\x81", "\n"};
+  uint64_t x = 88172645463325252ull;
+  for (int round = 0; round < 4; ++round) {
+    std::string text;
+    // Round 1 has no ASCII at all: pieces must end at stable non-ASCII code points.
+    while (text.size() < 300'000) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      size_t k = x % 16;
+      if (round == 1 && (k < 3 || k == 15)) k = 10;
+      text += parts[k];
+    }
+    std::string whole;
+    if (!nfc_normalize(text, whole)) whole = text;
+    std::string bounded;
+    ASSERT_TRUE(nfc_normalize_bounded(text, SIZE_MAX, bounded)) << round;
+    EXPECT_TRUE(bounded == whole) << "round " << round << ": bounded NFC differs from the whole-text NFC";
+    ASSERT_TRUE(nfc_normalize_bounded(text, whole.size(), bounded));
+    EXPECT_FALSE(nfc_normalize_bounded(text, whole.size() - 1, bounded));
+    EXPECT_EQ(bounded, whole.substr(0, bounded.size())) << "a stopped run leaves a prefix of the NFC";
+  }
+  // A piece's nominal end (64 KB) inside a sequence that composes or reorders: the piece must
+  // run on to the next stable code point.
+  for (const char* seq : {"e\xCC\x81", "A\xCC\x80\xCC\x96", "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"}) {
+    for (int shift = -9; shift <= 2; ++shift) {
+      std::string text(size_t((64 << 10) + shift), 'a');
+      text += seq;
+      text += "\xE4\xB8\xAD";
+      text += seq;
+      std::string whole, bounded;
+      ASSERT_TRUE(nfc_normalize(text, whole));
+      ASSERT_TRUE(nfc_normalize_bounded(text, SIZE_MAX, bounded));
+      EXPECT_TRUE(bounded == whole) << "a piece ended inside " << seq << " (shift " << shift << ")";
+    }
+  }
+  // 30 MB of e + combining acute: stopped within a piece of 1,000 bytes, not normalised in full.
+  std::string run;
+  for (int i = 0; i < 10'000'000; ++i) run += "e\xCC\x81";
+  std::string out;
+  EXPECT_FALSE(nfc_normalize_bounded(run, 1000, out));
+  EXPECT_LE(out.size(), 1000u + (64u << 10));
+  EXPECT_EQ(out.substr(0, 4), "\xC3\xA9\xC3\xA9");
+}
+
 TEST(TokenizerBpe, MergeOrderAndLongPieces) {
   auto tok = tiny();
   EXPECT_EQ(tok->encode("abc"), (std::vector<int32_t>{258}));  // whole piece
