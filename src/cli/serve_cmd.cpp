@@ -69,6 +69,10 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--queue", o->queue, "Requests that may wait while one generates (more get 429)")->default_val(0)->transform(integer_in(0, 64));
   sub->add_option("--max-request-bytes", o->max_request_bytes, "Largest request body accepted (more get 413)")
       ->default_val(size_t(128) << 20)->transform(integer_in(1024, int64_t(1) << 34));
+  sub->add_option("--max-request-bytes-in-flight", o->max_request_bytes_in_flight,
+                  "Bytes of request bodies over 1 MiB read or served at once; a request past it gets 429 "
+                  "(0: (--queue + 1) x --max-request-bytes; never less than --max-request-bytes)")
+      ->default_val(0)->transform(integer_in(0, int64_t(1) << 40));
   sub->add_option("--max-connections", o->max_connections,
                   "Connections open at once (one thread each); more are answered 503 and closed")
       ->default_val(256)->transform(integer_in(16, 4096));

@@ -60,6 +60,7 @@ void log_request(const std::string& client, const std::string& request, int stat
 class GuardedServer::ConnectionStream final : public httplib::Stream {
  public:
   ConnectionStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
+  size_t body_counted = 0;  // this request's bytes in GuardedServer::body_bytes_
 
   // A new request starts: its line and headers are due within the header timeout from now.
   void begin_request() {
@@ -155,6 +156,7 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
 };
 
 thread_local GuardedServer::ConnectionStream* GuardedServer::current_ = nullptr;
+thread_local GuardedServer* GuardedServer::current_server_ = nullptr;
 thread_local bool GuardedServer::refusing_ = false;
 
 // httplib's accept loop calls enqueue(fn) for each accepted socket, where fn runs
@@ -212,6 +214,30 @@ void GuardedServer::headers_received() {
 
 bool GuardedServer::header_deadline_missed() { return current_ && current_->deadline_missed(); }
 
+bool GuardedServer::admit_body(size_t bytes) {
+  if (!current_ || !current_server_) return true;
+  const ConnectionLimits& l = current_server_->limits_;
+  if (l.body_bytes_in_flight == 0 || bytes <= l.body_exempt_bytes) return true;
+  std::atomic<size_t>& total = current_server_->body_bytes_;
+  size_t now = total.load();
+  do {
+    if (now + bytes > l.body_bytes_in_flight) return false;
+  } while (!total.compare_exchange_weak(now, now + bytes));
+  current_->body_counted += bytes;
+  return true;
+}
+
+bool GuardedServer::discard_body(size_t bytes) {
+  if (!current_) return false;
+  char sink[16384];
+  while (bytes > 0) {
+    ssize_t n = current_->read(sink, std::min(bytes, sizeof sink));
+    if (n <= 0) return false;
+    bytes -= size_t(n);
+  }
+  return true;
+}
+
 void GuardedServer::refuse(socket_t sock) {
   const std::string body = "{\"error\":{\"message\":\"The server has " + std::to_string(limits_.max_connections) +
                            " connections open, its limit (--max-connections). Retry later.\",\"type\":"
@@ -239,11 +265,14 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   }
   ConnectionStream stream(sock, limits_);
   current_ = &stream;
+  current_server_ = this;
   for (bool first = true;; first = false) {
     if (!first && !stream.wait_for_next_request()) break;
     stream.begin_request();
     bool connection_closed = false;
     bool ok = process_request(stream, /*close_connection=*/false, connection_closed, nullptr);
+    body_bytes_ -= stream.body_counted;  // the request and its body are gone
+    stream.body_counted = 0;
     if (!ok && stream.deadline_missed() && stream.written() == 0) {
       // httplib gives up silently on a request line that never completed; say why.
       static const std::string reply =
@@ -255,6 +284,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (!ok || connection_closed) break;
   }
   current_ = nullptr;
+  current_server_ = nullptr;
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return true;

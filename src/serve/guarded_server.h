@@ -18,6 +18,10 @@ struct ConnectionLimits {
   int idle_timeout_ms = 5000;     // a kept-alive connection's wait for its next request
   int read_timeout_ms = 30000;    // each read of a request body
   int write_timeout_ms = 30000;   // each write of a response
+  // Bodies larger than body_exempt_bytes count against body_bytes_in_flight while their request
+  // is read and served (0: no limit); see admit_body.
+  size_t body_bytes_in_flight = 0;
+  size_t body_exempt_bytes = size_t(1) << 20;
 };
 
 class GuardedServer : public httplib::Server {
@@ -35,6 +39,15 @@ class GuardedServer : public httplib::Server {
   // For the error handler: true when the current request's headers missed their deadline (httplib
   // reports that as a malformed request; the server answers 408).
   static bool header_deadline_missed();
+  // For the pre-routing handler, before the body is read: counts the current request's body of
+  // `bytes` against body_bytes_in_flight until the request is done; false (nothing counted) when
+  // it does not fit beside the bodies already in flight.
+  static bool admit_body(size_t bytes);
+  // Reads and drops the current request's body of `bytes` (a request refused before its body was
+  // read, so that the connection stays in step and the client can read the answer); false when
+  // the client stopped sending.
+  static bool discard_body(size_t bytes);
+  size_t body_bytes_in_flight() const { return body_bytes_.load(); }
 
  private:
   class ConnectionStream;
@@ -45,10 +58,12 @@ class GuardedServer : public httplib::Server {
   // The connection this thread serves (null on the accept thread); set on the accept thread while
   // it refuses a connection inline (see ConnectionQueue::enqueue).
   static thread_local ConnectionStream* current_;
+  static thread_local GuardedServer* current_server_;
   static thread_local bool refusing_;
 
   ConnectionLimits limits_;
   std::atomic<size_t> open_{0};
+  std::atomic<size_t> body_bytes_{0};
 };
 
 }  // namespace sluice::serve

@@ -243,7 +243,7 @@ Json validate_messages(const Json& messages) {
     bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty();
     if (content.is_null() && !(role == "assistant" && has_calls) && role != "assistant")
       invalid(p + ".content", "A " + role + " message needs 'content'.", "missing_required_parameter");
-    msg["content"] = content;
+    msg["content"] = std::move(content);
     for (const char* key : {"name", "reasoning_content", "tool", "tool_call_id", "id"}) {
       auto f = m.find(key);
       if (f == m.end() || f->is_null()) continue;
@@ -314,16 +314,17 @@ Json parse_body(const std::string& body) {
   return j;
 }
 
-CompletionRequest parse_completion_request(const Json& body, const RequestLimits& limits) {
+CompletionRequest parse_completion_request(Json body, const RequestLimits& limits) {
   CompletionRequest r;
   parse_common(body, limits, kCompletionFields, r);
   auto prompt = body.find("prompt");
   if (prompt == body.end() || prompt->is_null())
     invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
+  // Moved out, not copied: a prompt may be as long as the largest request body.
   if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-    r.prompt = (*prompt)[0].get<std::string>();
+    r.prompt = std::move((*prompt)[0].get_ref<std::string&>());
   } else if (prompt->is_string()) {
-    r.prompt = prompt->get<std::string>();
+    r.prompt = std::move(prompt->get_ref<std::string&>());
   } else if (prompt->is_array()) {
     unsupported("prompt", "Unsupported 'prompt': this server takes one text prompt (a string).");
   } else {

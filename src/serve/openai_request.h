@@ -61,7 +61,7 @@ struct ChatRequest : CommonRequest {
 
 // Parse + validate; throw ApiError. `body` is the raw request body.
 Json parse_body(const std::string& body);
-CompletionRequest parse_completion_request(const Json& body, const RequestLimits& limits);
+CompletionRequest parse_completion_request(Json body, const RequestLimits& limits);
 ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits);
 
 }  // namespace sluice::serve

@@ -34,6 +34,11 @@ struct ServeOptions {
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;
+  // Request bodies above 1 MiB being read or served, in total (0: (queue + 1) * max_request_bytes,
+  // as many large bodies as may be admitted; never less than max_request_bytes): one that would
+  // pass it is read away and answered 429, so concurrent large prompts cannot take the server's
+  // memory (each costs a few times its size while parsed).
+  size_t max_request_bytes_in_flight = 0;
   bool state_reuse = true;
 };
 

@@ -3,7 +3,8 @@
 # deep (requests and config.json), 200 slow or idle connections (/health within 1 s, trickled
 # headers cut off at the header deadline), the connection cap (a quick 503), a second server on a
 # busy port, API keys from a file or the environment and empty ones refused, a half-closed client,
-# the default max_tokens of chat, and one request log line per request.
+# the default max_tokens of chat, large request bodies in flight at once (429 past the budget,
+# bounded memory), and one request log line per request.
 # Usage: serve_limits.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -117,6 +118,58 @@ start_server capped --model "$work/tiny" --max-connections 16
 python3 "$slow" cap "${capped_url##*:}" 16
 grep -q '"-" 503 .*connection refused: --max-connections' "$work/capped.log" || fail "no log line for the 503"
 stop_server "$capped_pid"
+
+# Large bodies in flight: eight 12 MB prompts at once against --max-request-bytes 16 MiB (so the
+# bodies in flight may total 16 MiB: one large body at a time). The others are read away and
+# answered 429 on a connection that stays usable; the peak resident size grows by far less than
+# eight parsed prompts (each costs ~5x its size while parsed: ~480 MB for the eight), and it comes
+# back down afterwards. Sanitizer builds keep freed memory (quarantine, shadow): no RSS check there.
+start_server bodies --model "$work/tiny" --max-request-bytes 16777216
+python3 - "${bodies_url##*:}" "$bodies_pid" "$(ldd "$sluice" | grep -c -E 'lib(a|t)san')" <<'PY' || fail "large bodies in flight"
+import json, socket, sys, threading, time
+port, pid, sanitized = int(sys.argv[1]), sys.argv[2], sys.argv[3] != "0"
+def status_kb(key):
+    for line in open("/proc/%s/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+base = status_kb("VmRSS")
+body = json.dumps({"model": "tiny", "prompt": "river stone light " * (12_000_000 // 18), "max_tokens": 2}).encode()
+results = []
+def one():
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    s.sendall(head % len(body) + body)
+    f = s.makefile("rb")
+    status = f.readline()
+    length = 0
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    payload = json.loads(f.read(length))
+    # The connection is still in step: a second request on it is answered.
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    again = f.readline()
+    results.append((status.split()[1], payload["error"]["code"], again.split()[1]))
+threads = [threading.Thread(target=one) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("bodies in flight:", sorted(results))
+assert len(results) == 8, results
+assert all(again == b"200" for _, _, again in results), results
+assert all(code in (b"400", b"429") for code, _, _ in results), results
+assert sum(code == b"429" for code, _, _ in results) >= 1, "no request was held back: " + str(results)
+assert all(c == "rate_limit_exceeded" for code, c, _ in results if code == b"429"), results
+peak, after = status_kb("VmHWM") - base, status_kb("VmRSS") - base
+print("peak growth %d MB, after %d MB" % (peak // 1024, after // 1024))
+if not sanitized:
+    assert peak < 250_000, "peak resident size grew by %d MB" % (peak // 1024)
+    assert after < 30_000, "resident size stayed %d MB up" % (after // 1024)
+PY
+grep -q '"POST /v1/completions" 429 ' "$work/bodies.log" || fail "no 429 log line for a held-back body"
+stop_server "$bodies_pid"
 
 # API keys: an empty one is a usage error (exit 2) wherever it comes from; a key file and
 # SLUICE_API_KEY both work.
