@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "format/json_util.h"
 #include "bench/cache_floor.h"
 #include "store/manifest.h"
@@ -56,13 +57,22 @@ ArmSpec parse_arm(const std::string& spec) {
     if (!(std::isalnum((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.'))
       fail("--arm '", spec, "': name '", a.name, "' may hold only letters, digits, '_', '-' and '.'");
   if (colon != std::string::npos) a.flags = split_flags(spec.substr(colon + 1));
-  for (size_t i = 0; i < a.flags.size(); ++i) {
-    if (a.flags[i] != "--binary") continue;
-    if (i + 1 >= a.flags.size()) fail("--arm '", spec, "': --binary needs a path");
-    a.binary = a.flags[i + 1];
-    a.flags.erase(a.flags.begin() + long(i), a.flags.begin() + long(i) + 2);
-    break;
+  for (const char* taken : {"--binary", "--peer"}) {
+    for (size_t i = 0; i < a.flags.size(); ++i) {
+      if (a.flags[i] != taken) continue;
+      if (i + 1 >= a.flags.size() || a.flags[i + 1].empty())
+        fail("--arm '", spec, "': ", taken, " needs ", std::string(taken) == "--binary" ? "a path" : "a command");
+      if (std::string(taken) == "--binary")
+        a.binary = a.flags[i + 1];
+      else
+        a.peer = split_flags(a.flags[i + 1]);
+      a.flags.erase(a.flags.begin() + long(i), a.flags.begin() + long(i) + 2);
+      break;
+    }
   }
+  if (!a.binary.empty() && !a.peer.empty()) fail("--arm '", spec, "': give --binary or --peer, not both");
+  if (!a.peer.empty() && arm_model(a, "").empty())
+    fail("--arm '", spec, "': a --peer arm needs its own --model (the peer's model file)");
   for (const auto& f : a.flags)
     for (const char* reserved : {"--json", "--events", "--prompt-ids", "--max-new"})
       if (f == reserved) fail("--arm '", spec, "': ", reserved, " is set by the harness");
@@ -75,6 +85,36 @@ std::string arm_model(const ArmSpec& arm, const std::string& base) {
   for (const auto& f : arm.flags)
     if (f.starts_with("--model=")) return f.substr(8);
   return base;
+}
+
+uint64_t model_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    uint64_t n = fs::file_size(path, ec);
+    if (ec) fail(path, ": cannot read its size: ", ec.message());
+    return n;
+  }
+  uint64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  return total;
+}
+
+void parse_memory_limit(const std::string& text, BenchOptions& opt) {
+  opt.memory_limit_bytes = 0;
+  opt.memory_limit_fraction = 0;
+  if (!text.empty() && (text.back() == 'x' || text.back() == 'X')) {
+    const std::string num = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    double f = std::strtod(num.c_str(), &end);
+    if (num.empty() || end != num.c_str() + num.size() || !(f > 0) || f > 1000)
+      fail("--memory-limit ", text, ": a fraction of the model's bytes is a number in (0, 1000] followed by x (0.333x)");
+    opt.memory_limit_fraction = f;
+    return;
+  }
+  opt.memory_limit_bytes = parse_byte_size(text, "--memory-limit " + text);
+  if (opt.memory_limit_bytes < (16u << 20)) fail("--memory-limit ", text, ": below 16 MiB, no process can start");
 }
 
 std::vector<int> rotation(int arms, int rep) {
@@ -195,14 +235,32 @@ BenchResult run_bench(const BenchOptions& opt) {
       rec.model = arm_model(arm, opt.model);
       const std::string stem = cat(opt.out_dir, "/runs/", seq, "-", rec.group);
       rec.events_path = stem + ".events.jsonl";
-      std::vector<std::string> argv = {arm.binary.empty() ? opt.binary : arm.binary, "run"};
+      rec.peer = !arm.peer.empty();
+      std::vector<std::string> argv;
+      if (rec.peer)
+        argv = arm.peer;
+      else
+        argv = {arm.binary.empty() ? opt.binary : arm.binary, "run"};
       bool own_model = false;  // the arm's --model replaces the bench's (sluice run takes one)
       for (const auto& f : arm.flags) own_model |= f == "--model" || f.starts_with("--model=");
       if (!own_model) argv.insert(argv.end(), {"--model", opt.model});
-      argv.insert(argv.end(), {"--prompt-ids", join_ids(opt.prompt), "--max-new", std::to_string(opt.max_new[size_t(unit.length)]),
-                               "--json", "--events", rec.events_path});
+      argv.insert(argv.end(), {"--prompt-ids", join_ids(opt.prompt), "--max-new", std::to_string(opt.max_new[size_t(unit.length)])});
+      if (!rec.peer) argv.push_back("--json");
+      argv.insert(argv.end(), {"--events", rec.events_path});
       argv.insert(argv.end(), arm.flags.begin(), arm.flags.end());
       const ModelInfo& info = models[rec.model];
+      if (opt.cold) {
+        evict_from_page_cache(rec.model);
+        if (info.manifest)
+          for (const auto& h : info.manifest->homes) evict_from_page_cache(h.path);
+      }
+      std::optional<MemoryCgroup> cgroup;
+      if (opt.memory_limit_bytes || opt.memory_limit_fraction > 0) {
+        rec.memory_limit_bytes = opt.memory_limit_bytes
+                                     ? opt.memory_limit_bytes
+                                     : uint64_t(opt.memory_limit_fraction * double(model_bytes(rec.model)));
+        cgroup.emplace(MemoryCgroup::create(cat("sluice-bench-", ::getpid(), "-", seq), rec.memory_limit_bytes));
+      }
       bool own_trace = false;
       for (const auto& f : arm.flags) own_trace |= f == "--router-trace" || f.starts_with("--router-trace=");
       if (opt.floor && info.manifest && !own_trace) {
@@ -222,7 +280,13 @@ BenchResult run_bench(const BenchOptions& opt) {
           rec.samples[h].t_s.push_back(t);
           rec.samples[h].bytes.push_back(block_bytes_read(rec.samples[h].stat_file) - base[h]);
         }
-      });
+      }, cgroup ? cgroup->procs_file() : "");
+      if (cgroup) {
+        rec.cgroup_peak_bytes = int64_t(cgroup->peak_bytes());
+        rec.limit_hits = cgroup->limit_hits();
+        rec.oom_killed = cgroup->oom_killed();
+        cgroup.reset();
+      }
       if (fs::exists(rec.events_path)) {
         rec.m = metrics_from_events(read_events_file(rec.events_path), rec.proc.wall_s);
       } else {
@@ -234,7 +298,12 @@ BenchResult run_bench(const BenchOptions& opt) {
         rec.m.invalid_reason = rec.proc.signal ? cat("killed by signal ", rec.proc.signal)
                                                : cat("exit status ", rec.proc.exit_code, " (see ", stem, ".stderr)");
       }
-      if (opt.expect_text && rec.m.valid) {
+      if (rec.oom_killed) {
+        const std::string was = rec.m.valid ? "" : cat(" (", rec.m.invalid_reason, ")");
+        rec.m.valid = false;
+        rec.m.invalid_reason = cat("killed at its memory limit of ", rec.memory_limit_bytes >> 20, " MiB", was);
+      }
+      if (opt.expect_text && rec.m.valid && !rec.peer) {
         std::vector<std::string> dargv = {opt.binary, "detokenize", "--model", rec.model, join_ids(rec.m.output)};
         rec.text = capture_output(dargv);
         int64_t n = opt.max_new[size_t(unit.length)];
@@ -252,17 +321,25 @@ BenchResult run_bench(const BenchOptions& opt) {
     }
   }
   // Output identity: per length, against the expected ids (cut to that length) or the first valid run.
+  // Peers are compared, not checked.
   for (int l = 0; l < int(opt.max_new.size()); ++l) {
     std::vector<RunMetrics*> runs;
     for (auto& r : res.runs)
-      if (r.length == l) runs.push_back(&r.m);
+      if (r.length == l && !r.peer) runs.push_back(&r.m);
+    std::vector<int32_t> ref;
     if (opt.expect_ids) {
       std::vector<int32_t> want = *opt.expect_ids;
       if (int64_t(want.size()) > opt.max_new[size_t(l)]) want.resize(size_t(opt.max_new[size_t(l)]));
-      check_outputs(runs, &want);
+      ref = check_outputs(runs, &want);
     } else {
-      check_outputs(runs, nullptr);
+      ref = check_outputs(runs, nullptr);
     }
+    for (auto& r : res.runs)
+      if (r.length == l && r.peer && r.m.valid && !ref.empty()) {
+        const Agreement a = agreement(ref, r.m.output);
+        r.agree_prefix = int64_t(a.prefix);
+        r.agree_share = a.share;
+      }
   }
   for (size_t g = 0; g < res.groups.size(); ++g) {
     std::vector<const RunMetrics*> runs;
@@ -356,6 +433,31 @@ void derive(const BenchOptions& opt, BenchResult& res) {
     d["run_min_bytes"] = to_json(summarize(run_min));
     d["run_read_over_min"] = to_json(summarize(run_over_min));
     d["io_floor_min_s_per_token"] = num(ratio(min_s.median, raw_bw));
+    // Memory and storage of the process (wait4), its cgroup's peak and limit, a peer's agreement.
+    std::vector<double> rss, stored, peak, hits, prefix, share;
+    uint64_t limit = 0;
+    for (const auto& r : res.runs) {
+      if (r.group != g.name || !r.m.valid) continue;
+      if (r.proc.max_rss_bytes >= 0) rss.push_back(double(r.proc.max_rss_bytes));
+      if (r.proc.storage_read_bytes >= 0) stored.push_back(double(r.proc.storage_read_bytes));
+      if (r.cgroup_peak_bytes >= 0) peak.push_back(double(r.cgroup_peak_bytes));
+      if (r.memory_limit_bytes) hits.push_back(double(r.limit_hits));
+      if (r.agree_prefix >= 0) prefix.push_back(double(r.agree_prefix));
+      if (r.agree_share >= 0) share.push_back(r.agree_share);
+      limit = std::max(limit, r.memory_limit_bytes);
+    }
+    d["max_rss_bytes"] = to_json(summarize(rss));
+    d["storage_read_bytes"] = to_json(summarize(stored));
+    d["cgroup_peak_bytes"] = to_json(summarize(peak));
+    d["memory_limit_hits"] = to_json(summarize(hits));
+    if (limit) d["memory_limit_bytes"] = limit;
+    bool peer = false;
+    for (const auto& a : opt.arms) peer |= a.name == g.arm && !a.peer.empty();
+    if (peer) {
+      d["peer"] = true;
+      d["agree_prefix"] = to_json(summarize(prefix));
+      d["agree_share"] = to_json(summarize(share));
+    }
     g.derived = d;
   }
 }

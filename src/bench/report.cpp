@@ -127,6 +127,19 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
     j["model"] = r.model;
     j["events"] = r.events_path;
     j["exit_code"] = r.proc.exit_code;
+    j["max_rss_bytes"] = r.proc.max_rss_bytes;
+    j["storage_read_bytes"] = r.proc.storage_read_bytes;
+    if (r.memory_limit_bytes) {
+      j["memory_limit_bytes"] = r.memory_limit_bytes;
+      j["cgroup_peak_bytes"] = r.cgroup_peak_bytes;
+      j["memory_limit_hits"] = r.limit_hits;
+      j["oom_killed"] = r.oom_killed;
+    }
+    if (r.peer) {
+      j["peer"] = true;
+      j["agree_prefix"] = r.agree_prefix;
+      j["agree_share"] = r.agree_share;
+    }
     if (!r.text.empty()) j["text"] = r.text;
     runs.push_back(j);
   }
@@ -206,6 +219,22 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
   md << "# sluice bench run\n\nModel `" << opt.model << "`, prompt of " << opt.prompt.size() << " tokens, "
      << opt.reps << " reps, arms interleaved A B B A. Ratios (× first) are to the first arm at the same length.\n\n"
      << markdown_table(res);
+  md << "\nMemory and storage per run (medians over valid runs): peak resident set and bytes read from "
+        "storage (wait4), the cgroup's peak of memory + page cache and its limit"
+     << (opt.cold ? "; page cache of each run's model files dropped before it" : "")
+     << ". Peers: tokens equal to the reference before the first difference, and the share of positions "
+        "with the same token.\n\n"
+     << "| arm | peak RSS MB | storage read MB | cgroup peak MB | limit MB | limit hits | peer: same prefix | "
+        "peer: same-position share |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& g : res.groups) {
+    const auto& d = g.derived;
+    const bool peer = d.contains("peer");
+    md << "| " << g.name << " | " << f(jmedian(d, "max_rss_bytes") / 1e6, 4) << " | "
+       << f(jmedian(d, "storage_read_bytes") / 1e6, 4) << " | " << f(jmedian(d, "cgroup_peak_bytes") / 1e6, 4) << " | "
+       << (d.contains("memory_limit_bytes") ? f(d["memory_limit_bytes"].get<double>() / 1e6, 4) : std::string("–"))
+       << " | " << f(jmedian(d, "memory_limit_hits"), 3) << " | " << (peer ? f(jmedian(d, "agree_prefix"), 4) : "–")
+       << " | " << (peer ? f(jmedian(d, "agree_share"), 3) : "–") << " |\n";
+  }
   int invalid = 0;
   for (const auto& r : res.runs)
     if (!r.m.valid) ++invalid;

@@ -165,6 +165,16 @@ RunMetrics metrics_from_events(const std::vector<nlohmann::json>& events, double
   return r;
 }
 
+Agreement agreement(const std::vector<int32_t>& ref, const std::vector<int32_t>& got) {
+  Agreement a;
+  while (a.prefix < ref.size() && a.prefix < got.size() && ref[a.prefix] == got[a.prefix]) ++a.prefix;
+  const size_t n = std::max(ref.size(), got.size());
+  size_t same = 0;
+  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) same += ref[i] == got[i];
+  a.share = n ? double(same) / double(n) : 1.0;
+  return a;
+}
+
 std::vector<int32_t> check_outputs(std::vector<RunMetrics*>& runs, const std::vector<int32_t>* expected) {
   std::vector<int32_t> ref;
   bool have = false;

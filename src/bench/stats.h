@@ -60,6 +60,14 @@ struct RunMetrics {
 RunMetrics metrics_from_events(const std::vector<nlohmann::json>& events, double wall_s);
 std::vector<nlohmann::json> read_events_file(const std::string& path);
 
+// How far `got` follows `ref`: the tokens equal before the first difference, and the share of
+// positions (over the longer of the two) that hold the same token.
+struct Agreement {
+  size_t prefix = 0;
+  double share = 0;
+};
+Agreement agreement(const std::vector<int32_t>& ref, const std::vector<int32_t>& got);
+
 // Marks runs invalid whose output differs from `expected` (when given) or else from the first valid
 // run's output; returns the reference output used (empty if there was no valid run).
 std::vector<int32_t> check_outputs(std::vector<RunMetrics*>& runs, const std::vector<int32_t>* expected);

@@ -50,9 +50,10 @@ std::string default_out(const char* kind) {
 
 struct RunCliArgs {
   std::string model, prompt_ids, prompt, prompt_file, max_new = "32", expect_ids, expect_text, out, compute_arm;
+  std::string memory_limit;
   std::vector<std::string> arms;
   int reps = 2;
-  bool floor = false, quiet = false;
+  bool floor = false, quiet = false, cold = false;
   int floor_qd = 4;
   double floor_seconds = 2, sample_ms = 50;
 };
@@ -97,6 +98,8 @@ int bench_run(const RunCliArgs& a) {
     if (!found) fail("--compute-arm ", o.compute_arm, " is not one of the --arm names");
   }
   o.sample_ms = a.sample_ms;
+  if (!a.memory_limit.empty()) bench::parse_memory_limit(a.memory_limit, o);
+  o.cold = a.cold;
   if (!a.quiet) o.log = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
   o.expert_bank = model::expert_bank_from_config;
   bench::BenchResult res = bench::run_bench(o);
@@ -124,7 +127,11 @@ Action register_bench(CLI::App& app) {
   run->add_option("--prompt-file", a->prompt_file, "File holding prompt ids (comma/space separated) or text");
   run->add_option("--max-new", a->max_new, "Tokens to generate; a list (32,128,512) makes one group per length")
       ->default_val("32");
-  run->add_option("--arm", a->arms, "NAME:FLAGS (repeat); FLAGS are extra `sluice run` arguments, and `--binary PATH` runs that arm with another sluice build")->required();
+  run->add_option("--arm", a->arms,
+                  "NAME:FLAGS (repeat); FLAGS are extra `sluice run` arguments, `--binary PATH` runs that arm with "
+                  "another sluice build, and `--peer 'CMD'` runs another engine through CMD (e.g. "
+                  "\"llama:--peer 'node bench/peer/llama.mjs' --model m.gguf\"; see bench/peer/README.md)")
+      ->required();
   run->add_option("--reps", a->reps, "Repetitions of every arm")->default_val(2)->transform(integer_in(1, 10000));
   run->add_option("--expect-ids", a->expect_ids, "Expected output ids (text of record); mismatching runs are invalid");
   run->add_option("--expect-text", a->expect_text, "Expected output text (needs the model's tokenizer)");
@@ -137,6 +144,10 @@ Action register_bench(CLI::App& app) {
   run->add_option("--floor-seconds", a->floor_seconds, "Seconds per floor measurement")->default_val(2.0)->transform(positive_number(3600));
   run->add_option("--compute-arm", a->compute_arm,
                   "Arm whose decode time per token is the compute floor (e.g. resident experts, warm)");
+  run->add_option("--memory-limit", a->memory_limit,
+                  "Run each process in a cgroup v1 memory cgroup (memory and page cache together) of SIZE bytes "
+                  "(e.g. 600M) or of a fraction of its model's bytes (e.g. 0.333x); needs root");
+  run->add_flag("--cold", a->cold, "Drop the page cache of each run's model files and expert homes before it");
   run->add_option("--sample-ms", a->sample_ms, "Device counter sampling interval")->default_val(50.0)->transform(positive_number(60000));
   run->add_flag("--quiet", a->quiet, "No progress lines on stderr");
 

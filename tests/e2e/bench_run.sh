@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `sluice bench run` end to end on a tiny streamed model: 2 arms x 2 reps plus raw-read floors give
-# every report file, consistent counts and ratios; a wrong --expect-ids invalidates every run;
+# every report file, consistent counts and ratios; a wrong --expect-ids invalidates every run; a
+# peer arm's agreement, memory cgroups and cold starts;
 # `sluice bench drives` writes per-home results and updates the manifest's bandwidths.
 # Usage: bench_run.sh <sluice> <source-dir>
 set -euo pipefail
@@ -84,6 +85,68 @@ rc=0
   --expect-ids 0,0,0 --out "$work/bad" > /dev/null 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "an all-invalid bench should exit 1 (got $rc)"
 grep -q "differs from the expectation" "$work/bad/results.md" || fail "results.md should list the invalid runs"
+
+# A peer arm: another engine through a command that writes the events log `sluice run --events`
+# writes. This fake peer runs sluice and changes its fourth token, so its runs stay valid (a peer is
+# compared, not checked) and the report gives the agreement: 3 tokens the same before the
+# difference, 5 of 6 positions. A memory cgroup (root, cgroup v1) and a cold start apply to every
+# run; a peer that needs more memory than its limit is killed there and its runs are invalid.
+cat > "$work/peer.py" <<'PY'
+import json, subprocess, sys
+a = sys.argv[1:]
+opt = {a[i]: a[i + 1] for i in range(0, len(a) - 1, 2)}
+if "--hog" in opt:
+    hog = bytearray(int(opt["--hog"]) << 20)  # touched: zero-filled pages count once written
+    for i in range(0, len(hog), 4096): hog[i] = 1
+raw = opt["--events"] + ".sluice"
+subprocess.run([opt["--sluice"], "run", "--model", opt["--model"], "--prompt-ids", opt["--prompt-ids"],
+                "--max-new", opt["--max-new"], "--events", raw, "--experts", "resident"], check=True,
+               stdout=subprocess.DEVNULL)
+seen = 0
+with open(opt["--events"], "w") as out:
+    for line in open(raw):
+        e = json.loads(line)
+        for key in ("emitted", "completion_ids"):
+            if key in e and e["event"] != "run_end":
+                for k in range(len(e[key])):
+                    seen += 1
+                    if seen == 4: e[key][k] += 1
+        if e["event"] == "run_end":
+            e["completion_ids"][3] += 1
+        out.write(json.dumps(e) + "\n")
+PY
+limit=()
+if [ "$(id -u)" = 0 ] && [ -w /sys/fs/cgroup/memory ]; then limit=(--memory-limit 768M); else echo "note: not root: no memory cgroup checks"; fi
+"$sluice" bench run --model "$work/m" --prompt-ids 1,2,3,4,5 --max-new 6 --reps 2 --quiet --cold "${limit[@]}" \
+  --arm "self:--cache-gb 0.001" --arm "peer:--peer 'python3 $work/peer.py' --model $work/m --sluice $sluice" \
+  --out "$work/peer" > /dev/null
+python3 - "$work/peer/results.json" "${#limit[@]}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+limited = sys.argv[2] != "0"
+runs = r["runs"]
+assert all(x["valid"] for x in runs), [x["invalid_reason"] for x in runs]
+peer = [x for x in runs if x.get("peer")]
+assert len(peer) == 2 and all(x["agree_prefix"] == 3 and abs(x["agree_share"] - 5 / 6) < 1e-9 for x in peer), peer
+assert all(x["max_rss_bytes"] > 1 << 20 and x["storage_read_bytes"] >= 0 for x in runs), runs
+g = {x["name"]: x for x in r["groups"]}
+assert g["peer"]["derived"]["agree_prefix"]["median"] == 3
+if limited:
+    assert all(x["memory_limit_bytes"] == 768_000_000 and 0 < x["cgroup_peak_bytes"] <= 768_000_000 for x in runs), runs
+PY
+grep -q 'peer: same prefix' "$work/peer/results.md" || fail "results.md lacks the agreement columns"
+if [ "${#limit[@]}" -gt 0 ]; then
+  rc=0
+  "$sluice" bench run --model "$work/m" --prompt-ids 1,2,3 --max-new 3 --reps 1 --quiet --memory-limit 32M \
+    --arm "hog:--peer 'python3 $work/peer.py' --model $work/m --sluice $sluice --hog 256" --out "$work/hog" \
+    > /dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || fail "a peer over its memory limit should leave no valid run (exit $rc)"
+  grep -q "memory limit of 30 MiB" "$work/hog/results.md" || fail "results.md should say the run hit its limit: $(grep -A3 Invalid "$work/hog/results.md")"
+  ls /sys/fs/cgroup/memory | grep -q '^sluice-bench-' && fail "a bench cgroup was left behind"
+fi
+rc=0
+"$sluice" bench run --model "$work/m" --prompt-ids 1 --arm "p:--peer 'python3 x'" --out "$work/nopeer" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q "needs its own --model" "$work/err" || fail "a peer arm without a model: $(cat "$work/err")"
 
 # Drive ceilings: per-home files and the manifest's read_bytes_per_s.
 "$sluice" bench drives --home "$work/h1" --home "$work/h2" --model "$work/m" --depths 1,4 --seconds 0.1 \

@@ -172,6 +172,39 @@ TEST(BenchHarness, ArmParsing) {
   EXPECT_THROW(parse_arm("a:'open"), Error);
 }
 
+TEST(BenchHarness, PeerArmsAndMemoryLimits) {
+  ArmSpec p = parse_arm("llama:--peer 'node bench/peer/llama.mjs' --model /m/x.gguf --threads 2");
+  EXPECT_EQ(p.peer, (std::vector<std::string>{"node", "bench/peer/llama.mjs"}));
+  EXPECT_TRUE(p.binary.empty());
+  EXPECT_EQ(p.flags, (std::vector<std::string>{"--model", "/m/x.gguf", "--threads", "2"}));
+  EXPECT_EQ(arm_model(p, "/base"), "/m/x.gguf");
+  EXPECT_THROW(parse_arm("llama:--peer node"), Error);  // a peer runs its own model
+  EXPECT_THROW(parse_arm("llama:--peer"), Error);
+  EXPECT_THROW(parse_arm("llama:--peer '' --model x"), Error);
+  EXPECT_THROW(parse_arm("llama:--peer node --binary /b --model x"), Error);
+  BenchOptions o;
+  parse_memory_limit("600M", o);
+  EXPECT_EQ(o.memory_limit_bytes, 600'000'000u);
+  EXPECT_EQ(o.memory_limit_fraction, 0);
+  parse_memory_limit("0.333x", o);
+  EXPECT_EQ(o.memory_limit_bytes, 0u);
+  EXPECT_DOUBLE_EQ(o.memory_limit_fraction, 0.333);
+  for (const char* bad : {"x", "0x", "-1x", "abc", "1M", "0.3y"}) EXPECT_THROW(parse_memory_limit(bad, o), Error) << bad;
+}
+
+TEST(BenchStats, AgreementIsPrefixAndSamePositionShare) {
+  Agreement a = agreement({1, 2, 3, 4, 5, 6}, {1, 2, 3, 9, 5, 6});
+  EXPECT_EQ(a.prefix, 3u);
+  EXPECT_DOUBLE_EQ(a.share, 5.0 / 6.0);
+  a = agreement({1, 2, 3}, {1, 2, 3, 4});  // a longer output: the extra position is no match
+  EXPECT_EQ(a.prefix, 3u);
+  EXPECT_DOUBLE_EQ(a.share, 0.75);
+  a = agreement({7}, {8});
+  EXPECT_EQ(a.prefix, 0u);
+  EXPECT_DOUBLE_EQ(a.share, 0.0);
+  EXPECT_DOUBLE_EQ(agreement({}, {}).share, 1.0);
+}
+
 TEST(BenchHarness, ArmWithAnotherBinary) {
   ArmSpec a = parse_arm("old:--binary /opt/old/sluice --no-prefetch");
   EXPECT_EQ(a.binary, "/opt/old/sluice");
