@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|placement|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -97,6 +97,21 @@ equal() {  # (b) without the unequal ladder: the same total cap split evenly ove
   bash "$here/loop-drives.sh" rates "$drives" "$rates"
 }
 
+placement() {  # the ladder's homes placed by measured speed (after `drives`) vs equal shares (m4)
+  mkdir -p "$work/m4s"
+  for f in "$work"/m/*.json "$work"/m/*.safetensors; do ln -sf "$f" "$work/m4s/"; done
+  rm -f "$work/m4s/sluice-manifest.json" "$work/m4s/sluice-heat.json"
+  for i in 1 2 3 4; do
+    mkdir -p "$drives/d$i/r4s"
+    cp "$drives/d$i/r4/sluice-drive.json" "$drives/d$i/r4s/"
+  done
+  "$sluice" prepare --model "$work/m4s" $(for i in 1 2 3 4; do echo --home "$drives/d$i/r4s"; done) 2>&1 |
+    tr '\r' '\n' | grep -v '%'
+  in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 64 --reps 3 \
+    --arm "equal:--model $work/m4 --cache-gb $cache" --arm "byspeed:--model $work/m4s --cache-gb $cache" \
+    --floor --out "$work/results/placement"
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
     setup) setup ;;
@@ -106,6 +121,7 @@ for s in "${steps[@]}"; do
     prefill) prefill ;;
     scaling) scaling ;;
     equal) equal ;;
+    placement) placement ;;
     pair) pair ;;
     all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal; pair ;;
     down) bash "$here/loop-drives.sh" down "$drives" ;;

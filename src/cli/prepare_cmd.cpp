@@ -21,7 +21,10 @@ Action register_prepare(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "prepare",
       "Pack the routed experts onto homes (one directory per drive) for streaming, and write the manifest.\n"
-      "Each layer's experts are spread evenly over the homes; --full-copy and --replicate-hot add replicas.\n"
+      "Each layer's experts are spread over the homes in proportion to their read rates, as `sluice bench\n"
+      "drives --home ...` measured them (its <home>/sluice-drive.json; equal shares when a home has none);\n"
+      "--full-copy and --replicate-hot add replicas. After a new drive measurement, run prepare again to\n"
+      "re-place: layer files whose contents stay are kept.\n"
       "Resumable: run it again after an interruption.");
   sub->add_option("--model", a->model_dir, "Model directory (config.json + safetensors)")->required();
   sub->add_option("--home", a->homes, "PATH[:CAPACITY] of a home, e.g. /mnt/nvme1/sluice:900G (repeat per drive)")
@@ -45,10 +48,19 @@ Action register_prepare(CLI::App& app) {
                    done / 1e6, total / 1e6, what.c_str());
       if (done >= total) std::fprintf(stderr, "\n");
     };
+    const std::vector<double> speeds = store::measured_drive_speeds(opt.homes);
+    if (opt.homes.size() > 1 && speeds.empty())
+      std::fprintf(stderr, "prepare: equal shares per home (no drive measurement on every home; `sluice bench drives "
+                           "--home ...` measures them, and prepare then places by speed)\n");
+    else if (opt.homes.size() > 1)
+      std::fprintf(stderr, "prepare: placing each layer's experts in proportion to the measured read rates\n");
     store::Manifest m = store::prepare_experts(a->model_dir, model::expert_bank_of(a->model_dir), opt);
+    double total = 0;
+    for (size_t h = 0; h < m.homes.size(); ++h) total += double(m.bytes_on_home(int(h)));
     for (size_t h = 0; h < m.homes.size(); ++h)
-      std::fprintf(stderr, "prepare: home %zu %s holds %.1f MB, reads at %.0f MB/s\n", h, m.homes[h].path.c_str(),
-                   m.bytes_on_home(int(h)) / 1e6, m.homes[h].read_bytes_per_s / 1e6);
+      std::fprintf(stderr, "prepare: home %zu %s holds %.1f MB (%.1f%%), reads at %.0f MB/s\n", h,
+                   m.homes[h].path.c_str(), m.bytes_on_home(int(h)) / 1e6,
+                   total > 0 ? 100.0 * double(m.bytes_on_home(int(h))) / total : 0.0, m.homes[h].read_bytes_per_s / 1e6);
     std::fprintf(stderr, "prepare: manifest written to %s\n", store::manifest_path(a->model_dir).c_str());
     return 0;
   };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,16 +67,24 @@ std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank,
       take(opt.full_copy_home);
     }
   }
-  // Primary: each layer's experts spread evenly over the homes (weighted round robin), so the
-  // reads of one layer land on all drives. The full-copy home counts as already holding them.
+  // Primary: each layer's experts spread over the homes in proportion to their read rates (equal
+  // shares without them), so the reads of one layer land on all drives and the drives finish
+  // together: each expert goes to the home whose share would be least over-full with it, i.e. the
+  // least (count + 1) / rate. The full-copy home counts as already holding them.
+  std::vector<double> weight(static_cast<size_t>(H), 1.0);
+  bool by_speed = int(opt.speeds.size()) == H;
+  for (double v : opt.speeds) by_speed &= v > 0 && std::isfinite(v);
+  if (by_speed) weight = opt.speeds;
   for (int l : bank.moe_layers) {
     std::vector<int64_t> in_layer(static_cast<size_t>(H), 0);
     for (int64_t e = 0; e < bank.num_experts; ++e) {
       int best = -1;
+      double best_load = 0;
       for (int k = 0; k < H; ++k) {
-        int h = int((e + l + k) % H);  // rotate the start so layers do not all favour home 0
+        int h = int((e + l + k) % H);  // rotate the start so that ties do not all favour home 0
         if (!fits(h) && h != opt.full_copy_home) continue;
-        if (best < 0 || in_layer[size_t(h)] < in_layer[size_t(best)]) best = h;
+        const double load = double(in_layer[size_t(h)] + 1) / weight[size_t(h)];
+        if (best < 0 || load < best_load) best = h, best_load = load;
       }
       if (best < 0)
         fail("prepare: the homes' capacities are too small for the expert bank (layer ", l, ", expert ", e, ")");
@@ -110,6 +119,24 @@ std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank,
       if (best < 0) continue;  // no room anywhere: the replica band ends here
       take(best);
       holders.push_back(best);
+    }
+  }
+  return out;
+}
+
+std::vector<double> measured_drive_speeds(const std::vector<Home>& homes) {
+  std::vector<double> out;
+  for (const Home& h : homes) {
+    const std::string path = h.path + "/sluice-drive.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return {};
+    try {
+      nlohmann::json j = format::read_json_file(path, 1 << 20);
+      double v = format::get_number(j, "read_bytes_per_s", path);
+      if (!(v > 0)) return {};
+      out.push_back(v);
+    } catch (const Error&) {
+      return {};
     }
   }
   return out;
@@ -228,7 +255,9 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
   } else if (!opt.heat_file.empty()) {
     fail("--heat ", opt.heat_file, ": no such file");
   }
-  auto placement = place_experts(bank, layout.slot_bytes, opt, have_heat ? &heat : nullptr);
+  PrepareOptions placed = opt;
+  if (placed.speeds.empty()) placed.speeds = measured_drive_speeds(opt.homes);
+  auto placement = place_experts(bank, layout.slot_bytes, placed, have_heat ? &heat : nullptr);
   for (const Home& h : opt.homes) claim_home(h, id);
 
   Manifest m;
@@ -305,7 +334,12 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
       });
     }
   }
-  if (opt.measure) {
+  // The rates placement used (from `sluice bench drives`: record-sized random reads, every home at
+  // once) go into the manifest; prepare's own sequential measure is only for homes without them.
+  const bool rates_known = placed.speeds.size() == m.homes.size();
+  if (rates_known)
+    for (size_t h = 0; h < m.homes.size(); ++h) m.homes[h].read_bytes_per_s = placed.speeds[h];
+  if (opt.measure && !rates_known) {
     for (int h = 0; h < int(m.homes.size()); ++h) {
       std::vector<std::string> files;
       for (int64_t l = 0; l < bank.num_layers; ++l)

@@ -20,10 +20,20 @@ struct PrepareOptions {
   double replicate_hot = 0;      // fraction of experts (hottest first) to give a second home
   std::string heat_file;         // usage counts for replica ranking (default: the model's own)
   bool measure = true;           // time O_DIRECT reads on each home
+  // Read rates (bytes/s) per home that place each layer's experts in proportion: a home that reads
+  // twice as fast holds twice the share, so the drives of one layer's reads finish together. Empty
+  // (or any unknown, 0): the rates `sluice bench drives` stored in each <home>/sluice-drive.json
+  // when every home has one, else equal shares.
+  std::vector<double> speeds;
   std::function<void(uint64_t done, uint64_t total, const std::string& what)> progress;
 };
 
-// Placement only (no I/O): holders per (layer, expert) as home indices, primary first.
+// The read rates `sluice bench drives` stored in each home's sluice-drive.json (bytes/s), in home
+// order; empty when a home has none (or an unreadable one).
+std::vector<double> measured_drive_speeds(const std::vector<Home>& homes);
+
+// Placement only (no I/O): holders per (layer, expert) as home indices, primary first. Primaries
+// go to homes in proportion to opt.speeds (equal shares when empty).
 std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank, uint64_t slot_bytes,
                                                          const PrepareOptions& opt, const Heat* heat);
 

@@ -305,5 +305,39 @@ TEST_F(StoreTest, PlacementBalancesEachLayerAcrossHomes) {
   }
 }
 
+// With `sluice bench drives` rates on every home, each layer's experts go to the homes in
+// proportion to them (the drives of one layer's reads then finish together); the rates go into the
+// manifest. A home without a measurement means equal shares for all.
+TEST_F(StoreTest, PlacementFollowsMeasuredDriveSpeeds) {
+  const double rates[] = {300e6, 150e6, 50e6};
+  for (int i = 0; i < 3; ++i) {
+    fs::create_directories(home(i));
+    std::ofstream(home(i) + "/sluice-drive.json") << "{\"read_bytes_per_s\": " << rates[i] << "}\n";
+  }
+  auto m = prepare(3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(m.homes[size_t(i)].read_bytes_per_s, rates[i]);
+  for (size_t l = 0; l < m.holders.size(); ++l) {
+    if (m.holders[l].empty()) continue;
+    std::vector<int> per_home(3, 0);
+    for (const auto& hs : m.holders[l]) per_home[size_t(hs[0].home)] += 1;
+    const double n = double(m.holders[l].size());
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(per_home[size_t(i)], n * rates[i] / 500e6, 1.0) << "layer " << l << " home " << i;
+  }
+  fs::remove(home(2) + "/sluice-drive.json");
+  EXPECT_TRUE(store::measured_drive_speeds(m.homes).empty());
+  auto even = prepare(3);
+  for (size_t l = 0; l < even.holders.size(); ++l) {
+    if (even.holders[l].empty()) continue;
+    std::vector<int> per_home(3, 0);
+    for (const auto& hs : even.holders[l]) per_home[size_t(hs[0].home)] += 1;
+    EXPECT_LE(*std::max_element(per_home.begin(), per_home.end()) - *std::min_element(per_home.begin(), per_home.end()), 1);
+  }
+  // The re-placed install reads back exactly (files kept only where their records match).
+  auto e = engine("stream", 1, false);
+  auto r = engine("resident", 1, false);
+  EXPECT_EQ(run_engine(*e, {1, 2, 3}, 4).tokens, run_engine(*r, {1, 2, 3}, 4).tokens);
+}
+
 }  // namespace
 }  // namespace sluice
