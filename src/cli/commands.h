@@ -21,5 +21,6 @@ Action register_serve(CLI::App& app);
 Action register_tokenize(CLI::App& app);
 Action register_detokenize(CLI::App& app);
 Action register_devices(CLI::App& app);
+Action register_export_gguf(CLI::App& app);
 
 }  // namespace sluice::cli

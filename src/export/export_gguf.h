@@ -1,0 +1,41 @@
+// `sluice export-gguf`: a Kimi checkpoint (kimi_k3, kimi_linear) written as the GGUF file that
+// llama.cpp's own converter writes for it (architectures "kimi-k3" / "kimi-linear"): the same
+// metadata keys and types, tensor names and ggml shapes, and tokenizer arrays. Weights are not
+// re-quantised: BF16 stays BF16, F32 stays F32, MXFP4 experts are repacked losslessly into ggml's
+// block layout; small tensors llama.cpp reads as F32 (norms, biases, router, conv taps) are widened
+// exactly, and the few it stores transformed are transformed as its converter does (A_log as
+// -exp(A_log), AttnRes norm x proj as one score vector, kv_b split into k_b and v_b).
+// What llama.cpp's graph for the architecture cannot express is refused by name.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace sluice::gguf {
+
+struct ExportOptions {
+  // Called after each tensor with (bytes written, total bytes of tensor data).
+  std::function<void(uint64_t, uint64_t)> progress;
+  // Notes about approximations the format forces (one line each, no newline).
+  std::function<void(const std::string&)> note;
+};
+
+struct ExportSummary {
+  std::string architecture;  // "kimi-k3" or "kimi-linear"
+  size_t tensors = 0, keys = 0;
+  uint64_t data_bytes = 0;
+};
+
+// Writes `out` (atomically: out.tmp, fsync, rename). Throws sluice::Error with a one-line message
+// for a missing or malformed model directory, an architecture other than kimi_k3/kimi_linear, or a
+// feature of the checkpoint llama.cpp cannot express.
+ExportSummary export_gguf(const std::string& model_dir, const std::string& out, const ExportOptions& opt = {});
+
+}  // namespace sluice::gguf
+
+namespace sluice::gguf {
+// One row of `cols` MXFP4 values from sluice's layout (E2M1 codes two per byte, low nibble = even
+// column; one E8M0 byte per 32 columns) into ggml's blocks (17 bytes per 32: the E8M0 byte, then
+// qs[j] = code[j] | code[j + 16] << 4). Lossless: codes and scales are unchanged.
+void repack_mxfp4_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint8_t* out);
+}  // namespace sluice::gguf

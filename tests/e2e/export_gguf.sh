@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end: `sluice export-gguf` files loaded and run by llama.cpp (the prebuilt CPU binary of
+# node-llama-cpp 3.22.1, through bench/peer/llama.mjs): the trained default model (kimi_k3, MXFP4
+# experts) and a make-tiny kimi_linear model. Greedy ids from llama.cpp are compared with
+# `sluice run`: on the default model the first 16 tokens must agree for every fixture prompt (over 64
+# tokens the first divergences measured were at tokens 29, 19 and none; llama.cpp rounds activations to BF16 for
+# BF16 weights and to Q8_0 for MXFP4 experts, so long runs may part where the top two logits are
+# close); on the tiny kimi_linear model the first 8. A llama.cpp loader error fails the test. Bad
+# input gets one `sluice: error:` line and exit 1. node-llama-cpp is installed with npm into
+# build/peer-e2e (or $SLUICE_NPM_CACHE); prints SKIP and passes when node/npm or the registry is
+# unavailable.
+# Usage: export_gguf.sh <sluice-binary> <source-dir>
+set -euo pipefail
+sluice=$1
+src=$2
+command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm not installed"; exit 0; }
+deps=${SLUICE_NPM_CACHE:-$src/build/peer-e2e}
+mkdir -p "$deps"
+if [ ! -f "$deps/node_modules/node-llama-cpp/package.json" ]; then
+  cp "$src/bench/peer/package.json" "$deps/package.json"
+  if ! (cd "$deps" && timeout 300 npm install --ignore-scripts --no-audit --no-fund --loglevel=error >"$deps/npm.log" 2>&1); then
+    echo "SKIP: could not install node-llama-cpp@3.22.1 (registry unreachable?): $(tail -2 "$deps/npm.log")"
+    exit 0
+  fi
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+threads=2
+peer() { SLUICE_PEER_DIR="$deps" node "$src/bench/peer/llama.mjs" --threads "$threads" "$@"; }
+
+# Bad input: one line, exit 1, no file.
+expect_error() {
+  local want=$1; shift
+  set +e
+  "$sluice" export-gguf "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 1 ] || { echo "FAIL: export-gguf $* exited $rc (want 1)"; cat "$work/err"; exit 1; }
+  [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^sluice: error: .*$want" "$work/err" ||
+    { echo "FAIL: export-gguf $*: expected one error line with '$want', got:"; cat "$work/err"; exit 1; }
+}
+expect_error "not a model directory" --model "$work/none" --out "$work/x.gguf"
+expect_error "model_type 'qwen3' cannot be exported" --model "$src/models/default/draft-qwen3" --out "$work/x.gguf"
+"$sluice" make-tiny --arch kimi_linear --out "$work/grouped" --vocab 4352 --q-lora 0 --experts 12 --expert-groups 3 --topk-groups 2 >/dev/null 2>&1
+cp "$src/models/default/target/tiktoken.model" "$src/models/default/target/tokenizer_config.json" "$work/grouped/"
+expect_error "cannot express grouped expert routing" --model "$work/grouped" --out "$work/x.gguf"
+[ ! -e "$work/x.gguf" ] && [ ! -e "$work/x.gguf.tmp" ] || { echo "FAIL: a refused export left a file"; exit 1; }
+
+# Compares greedy ids of sluice and llama.cpp; $1 model dir, $2 gguf, $3 prompt ids, $4 tokens, $5 required prefix.
+compare() {
+  local dir=$1 gguf=$2 ids=$3 n=$4 need=$5
+  "$sluice" run --model "$dir" --prompt-ids "$ids" --max-new "$n" --ignore-eos --json 2>/dev/null >"$work/s.json"
+  if ! peer --model "$gguf" --prompt-ids "$ids" --max-new "$n" --top 3 >"$work/l.json" 2>"$work/l.err"; then
+    echo "FAIL: llama.cpp could not load or run $gguf:"; tail -5 "$work/l.err"; exit 1
+  fi
+  node -e '
+    const fs = require("fs");
+    const s = JSON.parse(fs.readFileSync(process.argv[1])), l = JSON.parse(fs.readFileSync(process.argv[2]));
+    const need = +process.argv[3], a = s.generated_ids, b = l.generated;
+    let div = a.findIndex((t, i) => t !== b[i]);
+    const agree = div < 0 ? a.length : div;
+    const sl = (a.length - 1) / (s.decode_ms / 1000);
+    let line = `prompt ${s.prompt_ids.length} ids: greedy agreement ${agree}/${a.length}`;
+    if (div >= 0) line += ` (first divergence at ${div}: sluice ${a[div]}, llama.cpp top3 ${JSON.stringify(l.top[div].map(([t, v]) => [t, +v.toFixed(3)]))})`;
+    line += `; decode tok/s sluice ${sl.toFixed(0)}, llama.cpp ${l.decode_tok_s.toFixed(0)}`;
+    console.log(line);
+    if (agree < need) { console.log(`FAIL: fewer than ${need} greedy tokens agree`); process.exit(1); }
+  ' "$work/s.json" "$work/l.json" "$need"
+}
+
+# The trained default model (kimi_k3), the fixture prompts.
+"$sluice" export-gguf --model "$src/models/default/target" --out "$work/k3.gguf" --quiet
+for text in "In the beginning God created the heaven and the earth. And the earth was" \
+            "The Python interpreter has a number of functions" "Debian is a"; do
+  ids=$("$sluice" tokenize --model "$src/models/default/target" --json "$text" | tr -d '[] \n')
+  compare "$src/models/default/target" "$work/k3.gguf" "$ids" 32 16
+done
+
+# A make-tiny kimi_linear model with the default model's tokenizer.
+"$sluice" make-tiny --arch kimi_linear --out "$work/lin" --vocab 4352 --q-lora 0 >/dev/null 2>&1
+cp "$src/models/default/target/tiktoken.model" "$src/models/default/target/tokenizer_config.json" "$work/lin/"
+"$sluice" export-gguf --model "$work/lin" --out "$work/lin.gguf" --quiet 2>/dev/null
+compare "$work/lin" "$work/lin.gguf" "4096,300,400,500,600" 16 8
+echo "PASS"
