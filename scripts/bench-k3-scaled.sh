@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|placement|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|placement|peer|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -112,6 +112,38 @@ placement() {  # the ladder's homes placed by measured speed (after `drives`) vs
     --floor --out "$work/results/placement"
 }
 
+peer() {  # vs llama.cpp (issue 18): the same K3-shaped weights with the default model's tokenizer,
+  # sluice streaming from the ladder (placed by speed) vs llama.cpp's mmap of the GGUF on one drive
+  # as fast as the four together (840 MB/s), each run in a memory cgroup of 1/3 of its model's bytes
+  # (memory + page cache), page caches dropped before each run; then both unlimited and resident.
+  # Needs `drives` first, and node-llama-cpp in $SLUICE_PEER_DIR or bench/peer (see bench/peer/README.md).
+  local mt="$work/mt" src
+  src=$(realpath "$here/../models/default/target")
+  if [ ! -d "$mt" ]; then
+    "$sluice" make-tiny --out "$mt" --layers 12 --mla-layers 4,8,12 --dense-layers 1 --experts 96 --top-k 8 \
+      --moe-inter 1024 --latent 1024 --hidden 1024 --shards 4 --seed 7 --vocab 4352
+    cp "$src/tiktoken.model" "$src/tokenizer_config.json" "$mt/"
+  fi
+  rm -rf "$drives"/d{1,2,3}/r{1,2,3}  # the scaling rungs' copies: room on the small drives
+  for i in 1 2 3 4; do
+    mkdir -p "$drives/d$i/rt"
+    cp "$drives/d$i/r4/sluice-drive.json" "$drives/d$i/rt/"
+  done
+  [ -f "$mt/sluice-manifest.json" ] || "$sluice" prepare --model "$mt" $(for i in 1 2 3 4; do echo --home "$drives/d$i/rt"; done) 2>&1 |
+    tr '\r' '\n' | grep -v '%  '
+  [ -e "$work/gd/loop-drives.state" ] || bash "$here/loop-drives.sh" up "$work/gd" 6 840
+  [ -f "$work/gd/d1/mt.gguf" ] || "$sluice" export-gguf --model "$mt" --out "$work/gd/d1/mt.gguf" --quiet
+  ids 16 3 > "$work/prompt16t.txt"
+  in_cgroup "$sluice" bench run --model "$mt" --prompt-file "$work/prompt16t.txt" --max-new 32 --reps 2 --cold \
+    --memory-limit 0.333x --arm "sluice:--cache-gb 0.3" \
+    --arm "llama:--peer 'node $here/../bench/peer/llama.mjs' --model $work/gd/d1/mt.gguf --threads 2" \
+    --out "$work/results/peer-limited"
+  in_cgroup "$sluice" bench run --model "$mt" --prompt-file "$work/prompt16t.txt" --max-new 32 --reps 3 \
+    --arm "sluice:--experts resident" \
+    --arm "llama:--peer 'node $here/../bench/peer/llama.mjs' --model $work/gd/d1/mt.gguf --threads 2" \
+    --out "$work/results/peer-resident"
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
     setup) setup ;;
@@ -122,9 +154,10 @@ for s in "${steps[@]}"; do
     scaling) scaling ;;
     equal) equal ;;
     placement) placement ;;
+    peer) peer ;;
     pair) pair ;;
     all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal; pair ;;
-    down) bash "$here/loop-drives.sh" down "$drives" ;;
+    down) bash "$here/loop-drives.sh" down "$drives"; [ ! -e "$work/gd/loop-drives.state" ] || bash "$here/loop-drives.sh" down "$work/gd" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
 done

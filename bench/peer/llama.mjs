@@ -3,12 +3,19 @@
 //   {"generated":[ids], "load_ms", "ttft_ms", "decode_tok_s", "threads", "top":[[[id,logit],...] per step]}
 // ttft_ms: from submitting the prompt to the first generated token; decode_tok_s: the tokens after
 // the first over the time they took. --top K adds each step's K highest logits (from a second,
-// scoring-only pass over prompt + generated ids, not timed).
+// scoring-only run over prompt + generated ids, one token at a time as generation ran; not timed).
+// With --events PATH it also writes the events log `sluice run --events` writes (run_start,
+// prefill_done, one decode_step per token, run_end), so that `sluice bench run` can run it as a
+// peer arm: --arm "llama:--peer 'node bench/peer/llama.mjs' --model FILE.gguf --threads 2".
 // Usage: node llama.mjs --model FILE.gguf --prompt-ids 1,2,3 --max-new N [--threads T] [--context C] [--top K]
-// Needs node_modules/node-llama-cpp (3.22.1) on NODE_PATH's resolution path: run from (or set
-// SLUICE_PEER_DIR to) the directory it was installed into.
+//                       [--events PATH] [--mmap true|false|auto] [--lazy true|false|auto]
+// (--mmap and --lazy set node-llama-cpp's useMmap and lazyMode; its defaults otherwise: mmap on, lazy off.)
+// Needs node_modules/node-llama-cpp (3.22.1): in $SLUICE_PEER_DIR, else next to this script (`cd
+// bench/peer && npm install --ignore-scripts`), else in the working directory.
 import {createRequire} from "node:module";
+import fs from "node:fs";
 import path from "node:path";
+import {fileURLToPath} from "node:url";
 
 const args = {threads: 0, context: 0, top: 0, maxNew: 16};
 const argv = process.argv.slice(2);
@@ -20,19 +27,25 @@ for (let i = 0; i < argv.length; i += 2) {
     else if (k === "--threads") args.threads = parseInt(v, 10);
     else if (k === "--context") args.context = parseInt(v, 10);
     else if (k === "--top") args.top = parseInt(v, 10);
+    else if (k === "--events") args.events = v;
+    else if (k === "--lazy") args.lazy = v === "auto" ? "auto" : v === "true";
+    else if (k === "--mmap") args.mmap = v === "auto" ? "auto" : v === "true";
     else { console.error(`llama.mjs: unknown option ${k}`); process.exit(2); }
 }
 if (!args.model || !args.prompt?.length) {
     console.error("usage: node llama.mjs --model FILE.gguf --prompt-ids 1,2,3 --max-new N [--threads T] [--context C] [--top K]");
     process.exit(2);
 }
-const peerDir = process.env.SLUICE_PEER_DIR || process.cwd();
+const here = path.dirname(fileURLToPath(import.meta.url));
+const peerDir = process.env.SLUICE_PEER_DIR ||
+    [here, process.cwd()].find(d => fs.existsSync(path.join(d, "node_modules", "node-llama-cpp"))) || process.cwd();
 const require = createRequire(path.join(peerDir, "package.json"));
 const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
 
 const t0 = performance.now();
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
-const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
+const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0,
+    ...(args.lazy !== undefined ? {lazyMode: args.lazy} : {}), ...(args.mmap !== undefined ? {useMmap: args.mmap} : {})});
 const contextSize = args.context || Math.max(64, args.prompt.length + args.maxNew + 8);
 const context = await model.createContext({
     contextSize, batchSize: Math.max(32, args.prompt.length), sequences: 1,
@@ -42,14 +55,24 @@ const seq = context.getSequence();
 const loadMs = performance.now() - t0;
 
 const generated = [];
+const events = [];
 let tStart = performance.now(), tFirst = 0, tLast = 0;
+events.push({event: "run_start", prompt_ids: args.prompt, max_new: args.maxNew, engine: "llama.cpp"});
 // temperature 0: llama_sampler_init_greedy (argmax); EOG tokens are yielded, not stopped on.
 for await (const tok of seq.evaluate(args.prompt, {temperature: 0, yieldEogToken: true})) {
     const now = performance.now();
+    const t = now - tStart;
+    events.push({event: generated.length === 0 ? "prefill_done" : "decode_step", t_ms: t,
+                 duration_ms: now - (generated.length === 0 ? tStart : tLast), emitted: [tok]});
     if (generated.length === 0) tFirst = now;
     tLast = now;
     generated.push(tok);
     if (generated.length >= args.maxNew) break;
+}
+if (args.events) {
+    events.push({event: "run_end", status: "ok", completion_ids: generated, stop_reason: "max_new",
+                 wall_ms: tLast - tStart});
+    fs.writeFileSync(args.events, events.map(e => JSON.stringify(e)).join("\n") + "\n");
 }
 const out = {
     generated,
@@ -59,14 +82,18 @@ const out = {
     threads: context.currentThreads ?? args.threads,
 };
 if (args.top > 0) {
+    // The prompt in one batch, as generation fed it, then each generated token alone: the logits of
+    // the path generation took (one batch over prompt + generated ids would take llama.cpp's
+    // batched kernels, e.g. chunked KDA, which differ from its one-token steps).
     await seq.clearHistory();
-    const ids = [...args.prompt, ...generated.slice(0, -1)];
-    const first = args.prompt.length - 1;
-    const res = await seq.controlledEvaluate(ids.map((t, i) =>
-        i >= first ? [t, {generateNext: {token: true, logits: true}}] : t));
-    out.top = [];
-    for (let i = first; i < ids.length; ++i)
-        out.top.push([...res[i].next.logits.entries()].slice(0, args.top));
+    const last = args.prompt.length - 1;
+    const res = await seq.controlledEvaluate(args.prompt.map((t, i) =>
+        i === last ? [t, {generateNext: {token: true, logits: true}}] : t));
+    out.top = [[...res[last].next.logits.entries()].slice(0, args.top)];
+    for (const t of generated.slice(0, -1)) {
+        const r = await seq.controlledEvaluate([[t, {generateNext: {token: true, logits: true}}]]);
+        out.top.push([...r[0].next.logits.entries()].slice(0, args.top));
+    }
 }
 console.log(JSON.stringify(out));
 await context.dispose();

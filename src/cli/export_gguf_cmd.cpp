@@ -13,6 +13,7 @@ Action register_export_gguf(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
+  auto f32 = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "export-gguf",
       "Write a model as a GGUF file for llama.cpp (kimi_k3 -> kimi-k3, kimi_linear -> kimi-linear)");
@@ -26,8 +27,12 @@ Action register_export_gguf(CLI::App& app) {
   sub->add_option("--model", *model, "Model directory (config.json, safetensors, tiktoken.model)")->required();
   sub->add_option("--out", *out, "Output GGUF file")->required();
   sub->add_flag("--quiet", *quiet, "No progress on stderr");
-  return [model, out, quiet] {
+  sub->add_flag("--f32", *f32,
+                "Widen every tensor to F32 (exactly): llama.cpp then computes without rounding activations, "
+                "for checking its logits against sluice's (2-8x the bytes)");
+  return [model, out, quiet, f32] {
     gguf::ExportOptions opt;
+    opt.widen_to_f32 = *f32;
     const auto start = std::chrono::steady_clock::now();
     auto last = start;
     if (!*quiet) {

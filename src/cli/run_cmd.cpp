@@ -77,6 +77,7 @@ struct RunArgs {
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
   std::string isa;
   int draft_max = 8, draft_depth = -1;
+  int top_logits = 0;
   runtime::SamplingParams sampling;
 };
 
@@ -211,6 +212,23 @@ int run(const RunArgs& a) {
                    (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
   };
   opt.cancel = &g_interrupted;
+  // --top-logits K: the K highest logits each token was chosen from, for comparing engines.
+  nlohmann::json top_logits = nlohmann::json::array();
+  if (a.top_logits > 0) {
+    if (drafter) fail("--top-logits needs --draft off (a verify pass chooses several tokens at once)");
+    if (!a.json) fail("--top-logits needs --json (the logits are part of its object)");
+    opt.on_logits = [&](const float* logits, int64_t V) {
+      std::vector<int32_t> ids(static_cast<size_t>(V));
+      for (int64_t i = 0; i < V; ++i) ids[size_t(i)] = int32_t(i);
+      const size_t k = std::min<size_t>(size_t(a.top_logits), ids.size());
+      std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t x, int32_t y) {
+        return logits[x] != logits[y] ? logits[x] > logits[y] : x < y;
+      });
+      nlohmann::json step = nlohmann::json::array();
+      for (size_t i = 0; i < k; ++i) step.push_back({ids[i], logits[ids[i]]});
+      top_logits.push_back(std::move(step));
+    };
+  }
   runtime::GenerateResult r;
   {
     InterruptScope interrupts;
@@ -236,6 +254,7 @@ int run(const RunArgs& a) {
                         {"proposed", r.proposed},
                         {"accepted", r.accepted}};
     if (tok) j["text"] = tokenizer::utf8_replace_invalid(tok->decode(r.generated));
+    if (a.top_logits > 0) j["top_logits"] = std::move(top_logits);
     std::printf("%s\n", j.dump().c_str());
   } else {
     if (reply) print_delta(reply->flush());
@@ -291,6 +310,9 @@ Action register_run(CLI::App& app) {
   sub->add_flag("--json", a->json,
                 "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
+  sub->add_option("--top-logits", a->top_logits,
+                  "With --json: add top_logits, the K highest [id, logit] pairs each token was chosen from (drafting off)")
+      ->transform(integer_in(1, 1000));
   sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)")
       ->check(one_of({"scalar", "avx2", "avx512"}));
   sub->add_option("--device", a->engine.device, runtime::kDeviceHelp)->default_val("cpu");

@@ -51,12 +51,14 @@ DType weight_dtype(const Weight& w) { return w.type == WeightType::F32 ? DType::
 
 class Exporter {
  public:
-  Exporter(const KimiConfig& c, Writer& w, const format::TensorSet& ts) : c_(c), w_(w), ts_(ts) {}
+  Exporter(const KimiConfig& c, Writer& w, const format::TensorSet& ts, bool widen)
+      : c_(c), w_(w), ts_(ts), widen_(widen) {}
 
   // A [rows, cols] matrix as it is (BF16 or F32): ne {cols, rows}.
   void matrix(const std::string& name, const Weight& m) {
     SLUICE_CHECK(m.type == WeightType::BF16 || m.type == WeightType::F32, name, ": ", kernels::weight_type_name(m.type),
                  " matrices outside the routed experts cannot be exported");
+    if (widen_) return matrix_f32(name, m);
     const TensorType t = m.type == WeightType::F32 ? TensorType::F32 : TensorType::BF16;
     const size_t bytes = kernels::weight_data_bytes(m);
     w_.add_tensor(name, {m.cols, m.rows}, t, [&m, bytes](Sink& s) { s.write(m.data, bytes); });
@@ -84,6 +86,21 @@ class Exporter {
   void kv_b(const std::string& blk, const Weight& m) {
     const int64_t H = c_.num_heads, Dn = c_.qk_nope_head_dim, Dv = c_.v_head_dim, R = c_.kv_lora_rank;
     SLUICE_CHECK(m.type == WeightType::BF16 || m.type == WeightType::F32, blk, "kv_b_proj: unsupported type");
+    if (widen_) {
+      const DType dt = weight_dtype(m);
+      std::vector<float> k(size_t(Dn * R * H)), v(size_t(R * Dv * H));
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t d = 0; d < Dn; ++d)
+            k[size_t((h * R + r) * Dn + d)] = element_f32(m.data, dt, size_t((h * (Dn + Dv) + d) * R + r));
+        for (int64_t d = 0; d < Dv; ++d)
+          for (int64_t r = 0; r < R; ++r)
+            v[size_t((h * Dv + d) * R + r)] = element_f32(m.data, dt, size_t((h * (Dn + Dv) + Dn + d) * R + r));
+      }
+      f32(blk + "attn_k_b.weight", {Dn, R, H}, std::move(k));
+      f32(blk + "attn_v_b.weight", {R, Dv, H}, std::move(v));
+      return;
+    }
     const TensorType t = m.type == WeightType::F32 ? TensorType::F32 : TensorType::BF16;
     const size_t es = m.type == WeightType::F32 ? 4 : 2;
     const char* base = static_cast<const char*>(m.data);
@@ -120,7 +137,22 @@ class Exporter {
         data.push_back(&checked(t + "weight", ti->dtype, {rows, cols}));
       }
     }
-    if (c_.experts_mxfp4) {
+    if (c_.experts_mxfp4 && widen_) {
+      w_.add_tensor(name, {cols, rows, X}, TensorType::F32, [=](Sink& s) {
+        std::vector<float> out(static_cast<size_t>(cols));
+        for (int64_t e = 0; e < X; ++e) {
+          const auto* p = reinterpret_cast<const uint8_t*>(data[size_t(e)]->data);
+          const auto* sc = reinterpret_cast<const uint8_t*>(scales[size_t(e)]->data);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t k = 0; k < cols; ++k) {
+              const uint8_t byte = p[r * (cols / 2) + k / 2];
+              out[size_t(k)] = kE2M1Values[k % 2 ? byte >> 4 : byte & 15] * e8m0_to_f32(sc[r * (cols / 32) + k / 32]);
+            }
+            s.write(out.data(), out.size() * 4);
+          }
+        }
+      });
+    } else if (c_.experts_mxfp4) {
       w_.add_tensor(name, {cols, rows, X}, TensorType::MXFP4, [=](Sink& s) {
         std::vector<uint8_t> out(size_t(cols / 32) * 17);
         for (int64_t e = 0; e < X; ++e) {
@@ -136,6 +168,17 @@ class Exporter {
       const DType dt = data[0]->dtype;
       for (const auto* ti : data)
         SLUICE_CHECK(ti->dtype == dt, ts_.dir(), ": routed experts of layer ", layer, " mix dtypes");
+      if (widen_ && dt != DType::F32) {
+        w_.add_tensor(name, {cols, rows, X}, TensorType::F32, [=](Sink& s) {
+          std::vector<float> out(static_cast<size_t>(cols));
+          for (const auto* ti : data)
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t k = 0; k < cols; ++k) out[size_t(k)] = element_f32(ti->data, dt, size_t(r * cols + k));
+              s.write(out.data(), out.size() * 4);
+            }
+        });
+        return;
+      }
       w_.add_tensor(name, {cols, rows, X}, dt == DType::F32 ? TensorType::F32 : TensorType::BF16, [=](Sink& s) {
         for (const auto* ti : data) s.write(ti->data, ti->nbytes);
       });
@@ -152,6 +195,7 @@ class Exporter {
   const KimiConfig& c_;
   Writer& w_;
   const format::TensorSet& ts_;
+  bool widen_ = false;
 };
 
 // What llama.cpp's graph for the architecture cannot express: refused by name.
@@ -236,7 +280,7 @@ ExportSummary export_gguf(const std::string& model_dir, const std::string& out, 
   const std::string a = arch + ".";
   w.add_string("general.architecture", arch);
   w.add_string("general.name", basename_of(model_dir));
-  w.add_u32("general.file_type", c.experts_mxfp4 ? kFileMostlyMxfp4Moe
+  w.add_u32("general.file_type", opt.widen_to_f32 ? kFileAllF32 : c.experts_mxfp4 ? kFileMostlyMxfp4Moe
                                   : W.embed.type == WeightType::BF16 ? kFileMostlyBF16
                                                                      : kFileAllF32);
   w.add_u32("general.quantization_version", 2);
@@ -325,7 +369,7 @@ ExportSummary export_gguf(const std::string& model_dir, const std::string& out, 
   }
 
   // Tensors.
-  Exporter x(c, w, ts);
+  Exporter x(c, w, ts, opt.widen_to_f32);
   const int64_t H = c.hidden_size, P = c.kda_dim();
   const bool attn_res = c.attn_res_block_size > 0;
   auto res_score = [](const model::Param& norm, const model::Param& proj) {

@@ -18,6 +18,10 @@ struct ExportOptions {
   std::function<void(uint64_t, uint64_t)> progress;
   // Notes about approximations the format forces (one line each, no newline).
   std::function<void(const std::string&)> note;
+  // Every tensor widened to F32 (exactly: BF16 and MXFP4 values are F32 values). llama.cpp then
+  // multiplies F32 by F32 without rounding activations to BF16 or Q8_0, so its logits can be held
+  // to sluice's closely: a check of the export's semantics, at 2x (BF16) to 8x (MXFP4) the bytes.
+  bool widen_to_f32 = false;
 };
 
 struct ExportSummary {

@@ -81,6 +81,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
       done = true;
     }
   };
+  if (opt.on_logits) opt.on_logits(logits.data(), V);
   emit(choose(logits.data()));
   if (opt.drafter && !done) opt.drafter->catch_up(history);
   r.prefill_ms = ms_since(t0);
@@ -127,6 +128,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
       m.forward(state, std::span<const int32_t>(&pending, 1), with_capture({}, 1), logits.data());
       hand_over(first, 1);
       size_t before = r.generated.size();
+      if (opt.on_logits) opt.on_logits(logits.data(), V);
       emit(choose(logits.data()));
       step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
     } else {

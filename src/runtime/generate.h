@@ -32,6 +32,9 @@ struct GenerateOptions {
   // of a pass. generate() then returns what it generated so far with stop_reason "cancelled",
   // and the state is unusable until reset (Session::generate resets it). Never cleared by sluice.
   const std::atomic<bool>* cancel = nullptr;
+  // Sees the logits each token was chosen from (V floats), before it is emitted; called only when
+  // nothing is drafted (a verify pass chooses several tokens at once).
+  std::function<void(const float* logits, int64_t vocab)> on_logits;
 };
 
 // One decode step as the loop saw it (for event logs and --stats).
