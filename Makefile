@@ -29,7 +29,7 @@ SAN_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF
 # The fuzz runs have their own sanitizer build (run_fuzz.sh, label fuzz); the 10 MB tokenizer inputs
 # only repeat under ASan what the release run checks, at ~10x the time; serve_load asserts that the
 # server's RSS stays flat, which a sanitizer's allocator (ASan's quarantine of freed memory, TSan's
-# shadow) does not let it do. crash_kill runs 4 kill points per command there (16 in make test).
+# shadow) does not let it do. crash_kill runs 6 kill points per command there (16 and every rename and unlink in make test).
 ASAN_EXCLUDE ?= TokenizerLargeInput|^e2e\.serve_load$$
 TSAN_TESTS ?= ^(Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance)|^e2e\.serve_(http|limits)$$
 export ASAN_OPTIONS ?= abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
@@ -42,7 +42,7 @@ test-asan: deps
 	cmake -S . -B build/asan -G Ninja $(SAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_ASAN)" \
 	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_ASAN)"
 	cmake --build build/asan -j $(JOBS) --target sluice unit_tests
-	cd build/asan && SLUICE_CRASH_POINTS=4 ctest --output-on-failure -j $(JOBS) -LE fuzz -E '$(ASAN_EXCLUDE)'
+	cd build/asan && SLUICE_CRASH_POINTS=6 SLUICE_CRASH_ALL_COMMITS=0 ctest --output-on-failure -j $(JOBS) -LE fuzz -E '$(ASAN_EXCLUDE)'
 
 test-tsan: deps
 	cmake -S . -B build/tsan -G Ninja $(SAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_TSAN)" \

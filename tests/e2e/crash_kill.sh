@@ -9,7 +9,8 @@
 # n-th call of that kind, before the kernel acts on it. Every rename and unlink is a point; the
 # others are spread over the whole list (the first and the last always among them) and jittered by
 # a seed that is printed; rerun with
-# SLUICE_CRASH_SEED=<seed> to repeat them, SLUICE_CRASH_POINTS=<k> for more per command.
+# SLUICE_CRASH_SEED=<seed> to repeat them, SLUICE_CRASH_POINTS=<k> for more per command
+# (SLUICE_CRASH_ALL_COMMITS=0 samples the renames and unlinks too: the sanitizer run's budget).
 #
 # Commands: prepare (first, and again with its homes swapped), setup --full, setup --stream, its
 # first run (experts fetched mid-generation) and warm --fetch, upgrade (v1 -> v2 manifest),
@@ -24,6 +25,7 @@ strace -qq -o /dev/null true 2>/dev/null || fail "strace cannot trace here (ptra
 
 seed=${SLUICE_CRASH_SEED:-$((RANDOM * 32768 + RANDOM))}
 points=${SLUICE_CRASH_POINTS:-16}
+all_commits=${SLUICE_CRASH_ALL_COMMITS:-1}  # 0: renames and unlinks are sampled like the rest (sanitizer builds)
 echo "crash_kill: seed $seed, $points kill points per command (SLUICE_CRASH_SEED / SLUICE_CRASH_POINTS)"
 RANDOM=$((seed % 32768))
 calls=openat,creat,write,pwrite64,pwritev,pwritev2,writev,ftruncate,fallocate,fsync,fdatasync
@@ -55,7 +57,7 @@ probe_run() {
 # its process, as --inject's when= does.
 kill_points() {
   local log=$work/trace.log
-  strace -f -qq -y -e trace="$calls" -o "$log" "$@" >/dev/null 2>&1 || true
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" strace -f -qq -y -e trace="$calls" -o "$log" "$@" >/dev/null 2>&1 || true
   awk -v dir="$work/" '
     { if ($2 ~ /^</) next; name = $2; sub(/\(.*/, "", name); if (name == "") next
       n = ++seen[$1 " " name]
@@ -80,7 +82,10 @@ pick() {
   [ "${#all[@]}" -gt 0 ] || fail "no kill points traced"
   local p
   for p in "${all[@]}"; do
-    case $p in rename* | unlink*) printf '%s\n' "$p" ;; *) rest+=("$p") ;; esac
+    case $p in
+      rename* | unlink*) if [ "$all_commits" = 1 ]; then printf '%s\n' "$p"; else rest+=("$p"); fi ;;
+      *) rest+=("$p") ;;
+    esac
   done
   local total=${#rest[@]} k
   [ "$total" -gt 0 ] || return 0
@@ -109,7 +114,9 @@ crash() {
     "$before"
     local rc=0
     # (The subshell keeps bash's "Killed" job message out of the log.)
-    (strace -f -qq -o /dev/null --inject="$call":signal=KILL:when="$n" "$@" >/dev/null 2>"$work/op.err"
+    # (LeakSanitizer cannot run under ptrace: a sanitizer build's traced runs skip the leak check.)
+    (ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" strace -f -qq -o /dev/null --inject="$call":signal=KILL:when="$n" \
+       "$@" >/dev/null 2>"$work/op.err"
      exit $?) 2>/dev/null || rc=$?
     if [ "$rc" -eq 137 ]; then here=$((here + 1)); else ran=$((ran + 1)); fi
     "$check" "$name killed at $call #$n (rc $rc)"
