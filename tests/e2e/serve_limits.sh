@@ -125,7 +125,7 @@ stop_server "$capped_pid"
 # eight parsed prompts (each costs ~5x its size while parsed: ~480 MB for the eight), and it comes
 # back down afterwards. Sanitizer builds keep freed memory (quarantine, shadow): no RSS check there.
 start_server bodies --model "$work/tiny" --max-request-bytes 16777216
-python3 - "${bodies_url##*:}" "$bodies_pid" "$(ldd "$sluice" | grep -c -E 'lib(a|t)san')" <<'PY' || fail "large bodies in flight"
+python3 - "${bodies_url##*:}" "$bodies_pid" "$(ldd "$sluice" | grep -c -E 'lib(a|t)san')" <<'PY' || fail "large bodies in flight; server log: $(tail -c 12000 "$work/bodies.log")"
 import json, socket, sys, threading, time
 port, pid, sanitized = int(sys.argv[1]), sys.argv[2], sys.argv[3] != "0"
 def status_kb(key):
