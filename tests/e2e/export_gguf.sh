@@ -7,22 +7,14 @@
 # BF16 weights and to Q8_0 for MXFP4 experts, so long runs may part where the top two logits are
 # close); on the tiny kimi_linear model the first 8. A llama.cpp loader error fails the test. Bad
 # input gets one `sluice: error:` line and exit 1. node-llama-cpp is installed with npm into
-# build/peer-e2e (or $SLUICE_NPM_CACHE); prints SKIP and passes when node/npm or the registry is
+# build/peer-e2e (or $SLUICE_NPM_CACHE/peer-e2e); prints SKIP and passes when node/npm or the registry is
 # unavailable.
 # Usage: export_gguf.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
 src=$2
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm not installed"; exit 0; }
-deps=${SLUICE_NPM_CACHE:-$src/build/peer-e2e}
-mkdir -p "$deps"
-if [ ! -f "$deps/node_modules/node-llama-cpp/package.json" ]; then
-  cp "$src/bench/peer/package.json" "$deps/package.json"
-  if ! (cd "$deps" && timeout 300 npm install --ignore-scripts --no-audit --no-fund --loglevel=error >"$deps/npm.log" 2>&1); then
-    echo "SKIP: could not install node-llama-cpp@3.22.1 (registry unreachable?): $(tail -2 "$deps/npm.log")"
-    exit 0
-  fi
-fi
+source "$src/tests/e2e/lib/npm_deps.sh"
+npm_deps peer-e2e "$src/bench/peer/package.json" node-llama-cpp --ignore-scripts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 threads=2

@@ -2,22 +2,14 @@
 # End-to-end: `sluice serve` driven by the official OpenAI client (npm package `openai`, v6) on a
 # tiny random model: chat and completions, streaming and not, reasoning split, tools round trip,
 # stop sequences, seeds, state reuse, and the client's typed errors. The package is installed with
-# npm into build/serve-e2e (or $SLUICE_NPM_CACHE); prints SKIP and passes when npm or the
+# npm into build/serve-e2e (or $SLUICE_NPM_CACHE/serve-e2e); prints SKIP and passes when npm or the
 # registry is unavailable.
 # Usage: serve_openai.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
 src=$2
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm not installed"; exit 0; }
-deps=${SLUICE_NPM_CACHE:-$src/build/serve-e2e}
-mkdir -p "$deps"
-if [ ! -f "$deps/node_modules/openai/package.json" ]; then
-  cp "$src/tests/e2e/serve/package.json" "$deps/package.json"
-  if ! (cd "$deps" && timeout 120 npm install --no-audit --no-fund --loglevel=error >"$deps/npm.log" 2>&1); then
-    echo "SKIP: could not install the openai npm package (registry unreachable?): $(tail -2 "$deps/npm.log")"
-    exit 0
-  fi
-fi
+source "$src/tests/e2e/lib/npm_deps.sh"
+npm_deps serve-e2e "$src/tests/e2e/serve/package.json" openai
 source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 make_model "$work/tiny" k3
 start_server srv --model "$work/tiny" --model-id tiny --queue 1 --api-key test-key

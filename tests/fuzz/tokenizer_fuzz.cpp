@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fuzz_b64.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_nfc.h"
@@ -28,20 +29,7 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-std::string b64(const std::string& s) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < s.size(); i += 3) {
-    uint32_t w = uint32_t(uint8_t(s[i])) << 16;
-    if (i + 1 < s.size()) w |= uint32_t(uint8_t(s[i + 1])) << 8;
-    if (i + 2 < s.size()) w |= uint8_t(s[i + 2]);
-    out += a[(w >> 18) & 63];
-    out += a[(w >> 12) & 63];
-    out += i + 1 < s.size() ? a[(w >> 6) & 63] : '=';
-    out += i + 2 < s.size() ? a[w & 63] : '=';
-  }
-  return out;
-}
+using fuzz::b64;
 
 // All bytes plus merges that make multi-byte tokens (ASCII pairs, common UTF-8 prefixes).
 std::string rank_file() {
