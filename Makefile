@@ -22,7 +22,8 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Sanitizer builds (CUDA off): the unit and e2e tests under AddressSanitizer + UBSan, and the store,
-# server and thread-pool tests under ThreadSanitizer. Any report fails the test (halt_on_error).
+# server and thread-pool tests under ThreadSanitizer. Any report fails the test (halt_on_error);
+# tests/tsan.supp says why reports from inside the uninstrumented libcpp-httplib are suppressed.
 SAN_ASAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_TSAN = -fsanitize=thread -fno-omit-frame-pointer
 SAN_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF
@@ -34,7 +35,7 @@ ASAN_EXCLUDE ?= TokenizerLargeInput|^e2e\.serve_load$$
 TSAN_TESTS ?= ^(Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance)|^e2e\.serve_(http|limits)$$
 export ASAN_OPTIONS ?= abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 test-sanitize: test-asan test-tsan
 
