@@ -99,7 +99,9 @@ std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank,
       }
     }
   }
-  // Replicas for the hottest experts, each on the home with the most free space that lacks it.
+  // Replicas for the hottest experts, each on the fastest home that lacks it and has room (with
+  // measured rates; the home with the most free space without them), so the reader's choice by
+  // expected completion can send a hot expert's reads to the drive that finishes first.
   if (opt.replicate_hot > 0 && H > 1) {
     if (!heat) fail("prepare: --replicate-hot needs usage counts (--heat FILE or a model that has run before)");
     std::vector<std::pair<double, std::pair<int, int>>> ranked;
@@ -114,7 +116,11 @@ std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank,
       int best = -1;
       for (int h = 0; h < H; ++h) {
         if (std::find(holders.begin(), holders.end(), h) != holders.end() || !fits(h)) continue;
-        if (best < 0 || free[size_t(h)] > free[size_t(best)]) best = h;
+        const bool better = by_speed ? weight[size_t(h)] > weight[size_t(best < 0 ? h : best)] ||
+                                           (weight[size_t(h)] == weight[size_t(best < 0 ? h : best)] &&
+                                            free[size_t(h)] > free[size_t(best < 0 ? h : best)])
+                                     : best >= 0 && free[size_t(h)] > free[size_t(best)];
+        if (best < 0 || better) best = h;
       }
       if (best < 0) continue;  // no room anywhere: the replica band ends here
       take(best);

@@ -333,6 +333,21 @@ TEST_F(StoreTest, PlacementFollowsMeasuredDriveSpeeds) {
     for (const auto& hs : even.holders[l]) per_home[size_t(hs[0].home)] += 1;
     EXPECT_LE(*std::max_element(per_home.begin(), per_home.end()) - *std::min_element(per_home.begin(), per_home.end()), 1);
   }
+  // Hot replicas go to the fastest home that lacks the expert (its primary elsewhere): here home 1,
+  // else home 2; home 0, the slowest, never gets one.
+  const double replica_rates[] = {50e6, 300e6, 150e6};
+  for (int i = 0; i < 3; ++i)
+    std::ofstream(home(i) + "/sluice-drive.json") << "{\"read_bytes_per_s\": " << replica_rates[i] << "}\n";
+  write_uniform_heat();
+  auto hot = prepare(3, -1, 0.5);
+  int replicas = 0;
+  for (const auto& layer : hot.holders)
+    for (const auto& hs : layer) {
+      if (hs.size() < 2) continue;
+      ++replicas;
+      EXPECT_EQ(hs[1].home, hs[0].home == 1 ? 2 : 1) << "a replica not on the fastest home without it";
+    }
+  EXPECT_GT(replicas, 0);
   // The re-placed install reads back exactly (files kept only where their records match).
   auto e = engine("stream", 1, false);
   auto r = engine("resident", 1, false);
