@@ -68,6 +68,24 @@ for text in "In the beginning God created the heaven and the earth. And the eart
   compare "$src/models/default/target" "$work/k3.gguf" "$ids" 32 16
 done
 
+# llama.cpp as a peer arm of `sluice bench run`: its events log is the harness's, its runs are
+# valid, and on "Debian is a" (32 of 32 tokens agree above) the peer's first 8 tokens are sluice's.
+ids=$("$sluice" tokenize --model "$src/models/default/target" --json "Debian is a" | tr -d '[] \n')
+SLUICE_PEER_DIR="$deps" "$sluice" bench run --model "$src/models/default/target" --prompt-ids "$ids" --max-new 8 \
+  --reps 1 --quiet --arm "sluice:--experts resident" \
+  --arm "llama:--peer 'node $src/bench/peer/llama.mjs' --model $work/k3.gguf --threads $threads" \
+  --out "$work/bench" >/dev/null 2>"$work/bench.err" || { echo "FAIL: bench run with the llama peer"; tail -5 "$work/bench.err"; exit 1; }
+python3 - "$work/bench/results.json" <<'PY' || { echo "FAIL: the llama peer arm"; exit 1; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+runs = {x["group"]: x for x in r["runs"]}
+assert all(x["valid"] for x in r["runs"]), [x["invalid_reason"] for x in r["runs"]]
+assert runs["llama"]["peer"] and runs["llama"]["agree_prefix"] == 8, runs["llama"]
+assert runs["llama"]["generated"] == 8 and runs["llama"]["steady_tps"] > 0 and runs["llama"]["max_rss_bytes"] > 0
+print("bench peer arm: llama.cpp %.0f tok/s, sluice %.0f tok/s, same prefix %d of 8"
+      % (runs["llama"]["steady_tps"], runs["sluice"]["steady_tps"], runs["llama"]["agree_prefix"]))
+PY
+
 # A make-tiny kimi_linear model with the default model's tokenizer.
 "$sluice" make-tiny --arch kimi_linear --out "$work/lin" --vocab 4352 --q-lora 0 >/dev/null 2>&1
 cp "$src/models/default/target/tiktoken.model" "$src/models/default/target/tokenizer_config.json" "$work/lin/"
