@@ -95,8 +95,7 @@ expect_usage() {  # name, substring, sluice args...
   shift 2
   local out rc=0
   out=$("$sluice" "$@" 2>&1 >/dev/null) || rc=$?
-  local first
-  first=$(printf '%s\n' "$out" | head -1)
+  local first=${out%%$'\n'*}  # the first line, without a pipe (head closing early meets pipefail)
   if [ "$rc" -eq 2 ] && case "$first" in *"$want"*) true ;; *) false ;; esac; then
     echo "ok   $name: $first"
   else
