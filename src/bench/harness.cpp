@@ -149,6 +149,7 @@ struct ModelInfo {
   std::optional<store::Manifest> manifest;
   std::vector<std::string> stat_files;
   std::vector<bool> shared;
+  uint64_t memory_limit_bytes = 0;  // each run's cgroup limit (0: none)
 };
 
 }  // namespace
@@ -176,6 +177,11 @@ BenchResult run_bench(const BenchOptions& opt) {
       }
       for (const auto& f : info.stat_files) info.shared.push_back(f.empty() || seen[f] > 1);
     }
+    // The limit is the model's, fixed for the bench: its files are sized once, not before each run.
+    info.memory_limit_bytes = opt.memory_limit_bytes ? opt.memory_limit_bytes
+                              : opt.memory_limit_fraction > 0
+                                  ? uint64_t(opt.memory_limit_fraction * double(model_bytes(m)))
+                                  : 0;
     models[m] = std::move(info);
     model_order.push_back(m);
   }
@@ -255,10 +261,8 @@ BenchResult run_bench(const BenchOptions& opt) {
           for (const auto& h : info.manifest->homes) evict_from_page_cache(h.path);
       }
       std::optional<MemoryCgroup> cgroup;
-      if (opt.memory_limit_bytes || opt.memory_limit_fraction > 0) {
-        rec.memory_limit_bytes = opt.memory_limit_bytes
-                                     ? opt.memory_limit_bytes
-                                     : uint64_t(opt.memory_limit_fraction * double(model_bytes(rec.model)));
+      rec.memory_limit_bytes = info.memory_limit_bytes;
+      if (rec.memory_limit_bytes) {
         cgroup.emplace(MemoryCgroup::create(cat("sluice-bench-", ::getpid(), "-", seq), rec.memory_limit_bytes));
       }
       bool own_trace = false;
