@@ -29,8 +29,12 @@ Action register_make_tiny(CLI::App& app) {
   auto dspark = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>();
   auto dspark_ids = std::make_shared<std::string>();
+  auto moe = std::make_shared<model::TinyMoeSpec>();
   CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
-  sub->add_option("--arch", *arch, "kimi_k3 or kimi_linear")->check(CLI::IsMember({"kimi_k3", "kimi_linear"}));
+  sub->add_option("--arch", *arch,
+                  "kimi_k3, kimi_linear, qwen3_moe, gpt_oss (MXFP4 experts), deepseek_v3 or kimi_k2 (BF16, or FP8 with "
+                  "--fp8)")
+      ->check(CLI::IsMember({"kimi_k3", "kimi_linear", "qwen3_moe", "gpt_oss", "deepseek_v3", "kimi_k2"}));
   sub->add_option("--out", *out, "Output directory of the target checkpoint");
   sub->add_option("--seed", s->seed, "Random seed")->default_val(1);
   sub->add_option("--vocab", s->vocab, "Vocabulary size")->default_val(512);
@@ -57,6 +61,13 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--block", s->block, "K3 attn_res_block_size")->default_val(3);
   sub->add_option("--routed-scaling", s->routed_scaling, "routed_scaling_factor")->default_val(1.0);
   sub->add_option("--shards", s->shards, "Number of safetensors shards")->default_val(2);
+  sub->add_option("--kv-heads", moe->kv_heads, "qwen3_moe/gpt_oss: key-value heads")->default_val(2);
+  sub->add_option("--head-dim", moe->head_dim, "qwen3_moe/gpt_oss: head width")->default_val(16);
+  sub->add_option("--window", moe->window, "gpt_oss: sliding_window of the even layers")->default_val(8);
+  sub->add_option("--sparse-step", moe->sparse_step, "qwen3_moe: decoder_sparse_step")->default_val(1);
+  sub->add_option("--rope-theta", moe->rope_theta, "qwen3_moe/gpt_oss/deepseek: rope_theta")->default_val(10000.0);
+  sub->add_flag("--fp8", moe->fp8, "deepseek_v3/kimi_k2: FP8 e4m3 weights with 128x128 block scales, as released");
+  sub->add_flag("!--no-norm-topk", moe->norm_topk, "qwen3_moe/deepseek: norm_topk_prob false");
   sub->add_option("--dspark", *dspark,
                   "Also write a random K3 DSpark drafter (config.json + model.safetensors) for the target into this directory");
   sub->add_option("--target", *target,
@@ -69,11 +80,39 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--dspark-draft-tokens", ds->draft_tokens, "Query rows per block (num_draft_tokens)")
       ->default_val(7)->check(CLI::Range(1, 16));
   sub->add_option("--dspark-markov-rank", ds->markov_rank, "Markov head rank")->default_val(16)->check(CLI::Range(1, 4096));
-  return [s, arch, out, mla, ds, dspark, target, dspark_ids] {
+  return [s, arch, out, mla, ds, dspark, target, dspark_ids, moe] {
     if (out->empty() == target->empty())
       fail("make-tiny: give --out DIR (write a target) or, with --dspark, --target DIR (an existing target)");
     if (!target->empty() && dspark->empty()) fail("make-tiny: --target only makes sense with --dspark");
     std::string target_dir = *target;
+    if (!out->empty() && *arch != "kimi_k3" && *arch != "kimi_linear") {
+      if (!dspark->empty()) fail("make-tiny: --dspark drafts for Kimi K3 targets only");
+      model::TinyMoeSpec& m = *moe;
+      m.arch = *arch;
+      m.seed = s->seed;
+      m.vocab = s->vocab;
+      m.hidden = s->hidden;
+      m.layers = s->layers;
+      m.heads = s->heads;
+      m.q_lora = s->q_lora;
+      m.kv_lora = s->kv_lora;
+      m.nope = s->nope;
+      m.rope = s->rope;
+      m.v_dim = s->v_dim;
+      m.dense_layers = s->dense_layers;
+      m.dense_inter = s->dense_inter;
+      m.experts = s->experts;
+      m.top_k = s->top_k;
+      m.shared = s->shared;
+      m.moe_inter = s->moe_inter;
+      m.expert_groups = s->expert_groups;
+      m.topk_groups = s->topk_groups;
+      m.routed_scaling = s->routed_scaling;
+      m.shards = s->shards;
+      model::write_tiny_moe_checkpoint(m, *out, show_progress);
+      std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
+      return 0;
+    }
     if (!out->empty()) {
       s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
       s->mla_layers = parse_int_list(*mla, "--mla-layers", 1, /*allow_empty=*/true);

@@ -1,6 +1,9 @@
 // Element type names, sizes and the f16 conversions.
 #include "core/dtype.h"
 
+#include <cmath>
+#include <limits>
+
 namespace sluice {
 
 const float kE2M1Values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
@@ -11,7 +14,7 @@ int dtype_size(DType t) {
     case DType::F64: case DType::I64: return 8;
     case DType::F32: case DType::I32: return 4;
     case DType::F16: case DType::BF16: case DType::I16: return 2;
-    case DType::I8: case DType::U8: case DType::BOOL: return 1;
+    case DType::I8: case DType::U8: case DType::BOOL: case DType::F8_E4M3: return 1;
   }
   return 0;
 }
@@ -28,13 +31,14 @@ std::string_view dtype_name(DType t) {
     case DType::I8: return "I8";
     case DType::U8: return "U8";
     case DType::BOOL: return "BOOL";
+    case DType::F8_E4M3: return "F8_E4M3";
   }
   return "?";
 }
 
 bool parse_dtype(std::string_view s, DType* out) {
   static const DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
-                              DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
+                              DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL, DType::F8_E4M3};
   for (DType t : all) {
     if (dtype_name(t) == s) {
       *out = t;
@@ -42,6 +46,29 @@ bool parse_dtype(std::string_view s, DType* out) {
     }
   }
   return false;
+}
+
+float e4m3_to_f32(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
+  if (exp == 15 && man == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = exp == 0 ? std::ldexp(float(man), -9) : std::ldexp(float(8 + man), exp - 10);
+  return sign ? -mag : mag;
+}
+
+uint8_t f32_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  // Magnitudes grow with the code 0x00..0x7e: the nearest is found by bisection.
+  int lo = 0, hi = 0x7e;
+  if (a >= e4m3_to_f32(0x7e)) return uint8_t(sign | 0x7e);
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (e4m3_to_f32(uint8_t(mid)) <= a ? lo : hi) = mid;
+  }
+  const float dlo = a - e4m3_to_f32(uint8_t(lo)), dhi = e4m3_to_f32(uint8_t(hi)) - a;
+  const int code = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
+  return uint8_t(sign | code);
 }
 
 float f16_to_f32(uint16_t h) {

@@ -7,7 +7,8 @@
 
 namespace sluice {
 
-enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+// F8_E4M3: FP8 e4m3fn (DeepSeek-V3's released weights; safetensors spells it "F8_E4M3").
+enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3 };
 
 // Size of one element in bytes.
 int dtype_size(DType t);
@@ -46,5 +47,11 @@ inline float e8m0_to_f32(uint8_t b) {
   return f;
 }
 inline bool mxfp4_scale_valid(uint8_t b) { return b != 0 && b != 255; }
+
+// The exact value of an FP8 e4m3fn byte (finite; 0x7f and 0xff are NaN).
+float e4m3_to_f32(uint8_t b);
+// The e4m3fn byte nearest to f (ties to the even code), saturating at ±448; NaN gives 0x7f. For
+// writing test checkpoints: weights are never re-encoded.
+uint8_t f32_to_e4m3(float f);
 
 }  // namespace sluice

@@ -1,5 +1,5 @@
-// config.json parsing for qwen3 as transformers 4.5x and 5 write it (rope_theta at the root, or
-// inside rope_parameters in transformers 5).
+// config.json parsing for qwen3 and qwen3_moe as transformers 4.5x and 5 write it (rope_theta at
+// the root, or inside rope_parameters in transformers 5).
 #include "format/qwen3_config.h"
 
 #include <algorithm>
@@ -8,57 +8,36 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
+#include "format/token_ids.h"
 
 namespace sluice::format {
 namespace {
 
 using nlohmann::json;
 
-// RoPE's type as transformers spells it in rope_scaling / rope_parameters ("type" before 4.45).
-std::string rope_type_of(const json& r, const std::string& where) {
-  if (has_field(r, "rope_type")) return get_string(r, "rope_type", where);
-  if (has_field(r, "type")) return get_string(r, "type", where);
-  return "default";
-}
-
-void parse_rope(const json& root, const std::string& where, Qwen3Config& c) {
-  // Only plain RoPE is implemented: a scaled variant (linear, dynamic, yarn, llama3...) changes
-  // every angle, so running it as plain RoPE would be silently wrong.
-  if (has_field(root, "rope_scaling")) {
-    const json& r = get_object(root, "rope_scaling", where);
-    std::string type = rope_type_of(r, field_where(where, "rope_scaling"));
-    if (type != "default")
-      fail(where, ": rope_scaling with rope_type '", type, "' is not supported (only null / plain RoPE)");
-  }
-  bool have_root_theta = has_field(root, "rope_theta");
-  if (have_root_theta) c.rope_theta = get_number(root, "rope_theta", where);
-  if (has_field(root, "rope_parameters")) {
-    const std::string pw = field_where(where, "rope_parameters");
-    const json& r = get_object(root, "rope_parameters", where);
-    std::string type = rope_type_of(r, pw);
-    if (type != "default")
-      fail(where, ": rope_parameters.rope_type '", type, "' is not supported (only plain RoPE, 'default')");
-    if (has_field(r, "rope_theta")) {
-      double theta = get_number(r, "rope_theta", pw);
-      if (have_root_theta && theta != c.rope_theta)
-        fail(where, ": rope_theta (", c.rope_theta, ") differs from rope_parameters.rope_theta (", theta, ")");
-      c.rope_theta = theta;
-    }
-  }
-  if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta))
-    fail(where, ": field 'rope_theta' must be a finite number above 1, got ", c.rope_theta);
-}
-
-std::vector<int32_t> token_ids(const json& root, std::string_view field, const std::string& where) {
-  std::vector<int32_t> out;
-  if (!has_field(root, field)) return out;
-  const json& v = root[std::string(field)];
-  if (v.is_array()) {
-    for (int64_t id : get_int_list(root, field, where)) out.push_back(int32_t(id));
-  } else {
-    out.push_back(int32_t(get_int(root, field, where)));
-  }
-  return out;
+// Which layers are sparse, as Qwen3MoeDecoderLayer decides: not in mlp_only_layers, and
+// (layer + 1) a multiple of decoder_sparse_step.
+void parse_moe(const json& root, const std::string& where, Qwen3Config& c) {
+  c.num_experts = get_int_or(root, "num_experts", 0, where);
+  if (c.num_experts < 0) fail(where, ": field 'num_experts' must not be negative");
+  const int64_t step = get_int_or(root, "decoder_sparse_step", 1, where);
+  if (step <= 0) fail(where, ": field 'decoder_sparse_step' must be positive, got ", step);
+  std::vector<int64_t> dense_only;
+  if (has_field(root, "mlp_only_layers")) dense_only = get_int_list(root, "mlp_only_layers", where);
+  for (int64_t l : dense_only)
+    if (l < 0 || l >= c.num_layers) fail(where, ": mlp_only_layers names layer ", l, ", outside 0..", c.num_layers - 1);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    c.sparse[size_t(l)] = c.num_experts > 0 && (l + 1) % step == 0 &&
+                          std::find(dense_only.begin(), dense_only.end(), l) == dense_only.end();
+  if (c.num_experts == 0) return;
+  c.experts_per_token = get_positive_int(root, "num_experts_per_tok", where);
+  if (c.experts_per_token > c.num_experts)
+    fail(where, ": num_experts_per_tok (", c.experts_per_token, ") exceeds num_experts (", c.num_experts, ")");
+  c.moe_intermediate_size = get_positive_int(root, "moe_intermediate_size", where);
+  c.norm_topk_prob = get_bool_or(root, "norm_topk_prob", false, where);
+  // Shared experts are Qwen2-MoE's; a config that asks for them is not a Qwen3-MoE this code runs.
+  if (get_int_or(root, "shared_expert_intermediate_size", 0, where) > 0)
+    fail(where, ": shared_expert_intermediate_size is set; Qwen3-MoE has no shared expert (is this qwen2_moe?)");
 }
 
 }  // namespace
@@ -71,15 +50,18 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
   json root = parse_json_text(json_text, where);
   if (!root.is_object()) fail(where, ": expected a JSON object");
   std::string type = get_string_or(root, "model_type", "", where);
-  if (type != "qwen3") fail(where, ": model_type '", type, "' is not qwen3");
+  if (type != "qwen3" && type != "qwen3_moe") fail(where, ": model_type '", type, "' is not qwen3 or qwen3_moe");
   Qwen3Config c;
+  c.moe = type == "qwen3_moe";
   c.vocab_size = get_positive_int(root, "vocab_size", where);
   c.hidden_size = get_positive_int(root, "hidden_size", where);
   c.intermediate_size = get_positive_int(root, "intermediate_size", where);
   c.num_layers = get_positive_int(root, "num_hidden_layers", where);
   c.num_heads = get_positive_int(root, "num_attention_heads", where);
   c.num_kv_heads = get_positive_int(root, "num_key_value_heads", where);
-  c.head_dim = get_positive_int(root, "head_dim", where);
+  // Qwen3MoeConfig has no head_dim field: transformers then uses hidden_size / heads.
+  c.head_dim = c.moe && !has_field(root, "head_dim") ? c.hidden_size / c.num_heads : get_positive_int(root, "head_dim", where);
+  if (c.head_dim <= 0) fail(where, ": head_dim is not positive");
   if (c.num_heads % c.num_kv_heads != 0)
     fail(where, ": num_attention_heads (", c.num_heads, ") must be a multiple of num_key_value_heads (",
          c.num_kv_heads, ")");
@@ -87,7 +69,8 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
   c.rms_norm_eps = float(get_number_or(root, "rms_norm_eps", 1e-6, where));
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
     fail(where, ": field 'rms_norm_eps' must be positive and finite");
-  parse_rope(root, where, c);
+  c.rope = parse_rope_params(root, c.moe ? 1000000.0 : 10000.0,
+                             get_int_or(root, "max_position_embeddings", 0, where), where);
   c.tie_word_embeddings = get_bool_or(root, "tie_word_embeddings", false, where);
 
   std::string act = get_string_or(root, "hidden_act", "silu", where);
@@ -105,13 +88,12 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
         fail(where, ": layer_types[", i, "] '", types[i], "' is not supported (only full_attention)");
   }
 
-  std::vector<int32_t> bos = token_ids(root, "bos_token_id", where);
-  if (bos.size() > 1) fail(where, ": field 'bos_token_id' must be one id");
-  if (!bos.empty()) c.bos_token_id = bos[0];
-  c.eos_token_ids = token_ids(root, "eos_token_id", where);
-  for (int32_t id : c.eos_token_ids)
-    if (id < 0 || id >= c.vocab_size) fail(where, ": eos_token_id ", id, " is outside 0..vocab_size-1");
-  if (c.bos_token_id >= c.vocab_size) fail(where, ": bos_token_id ", c.bos_token_id, " is not below vocab_size");
+  c.quant = parse_weight_quant(root, where);
+  c.sparse.assign(size_t(c.num_layers), false);
+  if (c.moe) parse_moe(root, where, c);
+
+  c.bos_token_id = optional_token_id(root, "bos_token_id", c.vocab_size, where);
+  c.eos_token_ids = token_id_list(root, "eos_token_id", c.vocab_size, where);
   return c;
 }
 

@@ -79,11 +79,16 @@ struct Fence {
 
 // One routed expert's weights as the store hands them out (w1 gate, w3 up, w2 down). `ready` is the
 // fence after which the bytes are valid on the view's place; valid until the provider's release().
+// gpt-oss ships gate and up as one matrix with their rows interleaved (gate unit i is row 2i, up
+// unit i row 2i + 1): then `gate` is that [2·intermediate, input] matrix (bias likewise
+// interleaved), `up` is empty and gate_up_interleaved is set.
 struct ExpertView {
-  Weight gate;  // [intermediate, input]
+  Weight gate;  // [intermediate, input], or the interleaved [2·intermediate, input]
   Weight up;    // [intermediate, input]
   Weight down;  // [input, intermediate]
   Fence ready;
+  bool gate_up_interleaved = false;
+  int64_t intermediate() const { return gate_up_interleaved ? gate.rows / 2 : gate.rows; }
 };
 
 }  // namespace sluice::kernels

@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "format/json_util.h"
+#include "model/arch/deepseek.h"
+#include "model/arch/gpt_oss.h"
 #include "model/arch/kimi.h"
 #include "model/arch/qwen3.h"
 
@@ -43,7 +45,8 @@ int64_t capture_slots(const HiddenCapture* capture, int64_t num_layers, std::vec
 }
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&kKimiArchitecture, &kQwen3Architecture};
+  static const std::vector<const Architecture*> all = {&kKimiArchitecture, &kQwen3Architecture, &kDeepSeekArchitecture,
+                                                       &kGptOssArchitecture};
   return all;
 }
 

@@ -8,6 +8,7 @@
 
 #include "kernels/device.h"
 #include "model/target.h"
+#include "model/tensor_list.h"
 #include "store/expert_bank.h"
 
 namespace sluice::model {
@@ -26,6 +27,9 @@ struct Architecture {
   std::unique_ptr<Target> (*load)(const LoadOptions&);
   // The expert bank a config implies (an empty bank for a dense model).
   store::ExpertBank (*expert_bank)(const std::string& config_text, const std::string& where);
+  // Every tensor of a checkpoint of that config, in the order make-tiny writes them (the tensor
+  // list with the bank's expert tensors expanded).
+  std::vector<TensorSpec> (*roster)(const std::string& config_text, const std::string& where);
 };
 
 // Every registered architecture (registry.cpp lists them).

@@ -2,6 +2,7 @@
 // load errors name the tensor), keeping it on a device, expanding the expert placeholders.
 #include "model/tensor_list.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -40,9 +41,20 @@ std::vector<float> to_floats(const format::TensorSet& ts, const TensorInfo& t) {
   return out;
 }
 
-Init init_of(const store::ExpertSegment& s) {
-  if (s.role == store::SegmentRole::Scales) return Init::Scale;
-  return s.dtype == DType::U8 ? Init::Packed : Init::Normal;
+// How make-tiny fills an expert segment: E2M1 codes and E8M0 scales as bytes, FP8 block scales as
+// positive floats sized for the matrix (init_arg: its columns), biases small.
+TensorSpec segment_spec(const store::ExpertBank& bank, const store::ExpertSegment& s, std::string name,
+                        std::vector<int64_t> shape) {
+  TensorSpec t{.name = std::move(name), .dtype = s.dtype, .shape = std::move(shape), .init = Init::Normal};
+  switch (s.role) {
+    case store::SegmentRole::Scales:
+      t.init = s.dtype == DType::F32 ? Init::BlockScale : Init::Scale;
+      t.init_arg = bank.layout.matrix(s.slot).cols;
+      break;
+    case store::SegmentRole::Bias: t.init = Init::Bias; break;
+    case store::SegmentRole::Data: t.init = s.dtype == DType::U8 ? Init::Packed : Init::Normal; break;
+  }
+  return t;
 }
 
 }  // namespace
@@ -54,14 +66,29 @@ int64_t TensorSpec::numel() const {
 }
 
 TensorSpec& TensorList::matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt) {
+  if (dt == DType::F8_E4M3) {
+    // The block scales come first in the list so that the matrix stays its last entry (callers
+    // set aliases on the returned spec); weight_matrix() binds them with the values.
+    const int64_t B = kernels::kFp8Block;
+    specs_.push_back(TensorSpec{.name = fp8_scale_name(name), .dtype = DType::F32,
+                                .shape = {(rows + B - 1) / B, (cols + B - 1) / B}, .init = Init::BlockScale,
+                                .init_arg = cols});
+  }
   specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = {rows, cols}, .init = Init::Normal,
                               .matrix = dst});
   return specs_.back();
 }
 
+std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale_inv"; }
+
 TensorSpec& TensorList::param(std::string name, std::vector<int64_t> shape, Param* dst, Init init, DType dt) {
   specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = std::move(shape), .init = init,
                               .param = dst});
+  return specs_.back();
+}
+
+TensorSpec& TensorList::bias(std::string name, int64_t rows, kernels::Weight* of, DType dt) {
+  specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = {rows}, .init = Init::Bias, .bias_of = of});
   return specs_.back();
 }
 
@@ -76,6 +103,14 @@ void TensorList::bind(const format::TensorSet& ts) const {
         if (ts.find(a)) name = a;
     if (s.matrix) {
       *s.matrix = weight_matrix(ts, name, s.shape[0], s.shape[1]);
+    } else if (s.bias_of) {
+      const TensorInfo& t = ts.get(name);
+      if (t.shape != s.shape)
+        fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies ", shape_str(s.shape));
+      if (t.dtype != DType::BF16 && t.dtype != DType::F32)
+        fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16 or F32 (a bias)");
+      s.bias_of->bias = t.data;
+      s.bias_of->bias_type = t.dtype;
     } else if (s.param) {
       s.param->host = float_vector(ts, name, s.numel());
     } else {
@@ -109,6 +144,7 @@ std::vector<TensorSpec> TensorList::expanded(const store::ExpertBank& bank) cons
       out.push_back(s);
       out.back().matrix = nullptr;
       out.back().param = nullptr;
+      out.back().bias_of = nullptr;
       continue;
     }
     const int layer = s.experts_of_layer;
@@ -116,15 +152,11 @@ std::vector<TensorSpec> TensorList::expanded(const store::ExpertBank& bank) cons
     bool fused = false;
     for (const auto& seg : segs) fused = fused || store::ExpertBank::fused(seg);
     if (fused) {
-      for (const auto& seg : segs)
-        out.push_back(TensorSpec{.name = bank.tensor_name(seg, layer, 0), .dtype = seg.dtype,
-                                 .shape = bank.tensor_shape(seg), .init = init_of(seg)});
+      for (const auto& seg : segs) out.push_back(segment_spec(bank, seg, bank.tensor_name(seg, layer, 0), bank.tensor_shape(seg)));
       continue;
     }
     for (int e = 0; e < int(bank.num_experts); ++e)
-      for (const auto& seg : segs)
-        out.push_back(TensorSpec{.name = bank.tensor_name(seg, layer, e), .dtype = seg.dtype, .shape = seg.shape,
-                                 .init = init_of(seg)});
+      for (const auto& seg : segs) out.push_back(segment_spec(bank, seg, bank.tensor_name(seg, layer, e), seg.shape));
   }
   return out;
 }
@@ -143,10 +175,39 @@ kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& na
   w.rows = rows;
   w.cols = cols;
   w.data = t.data;
-  if (t.dtype == DType::BF16) w.type = kernels::WeightType::BF16;
-  else if (t.dtype == DType::F32) w.type = kernels::WeightType::F32;
-  else fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16 or F32");
+  if (t.dtype == DType::BF16) {
+    w.type = kernels::WeightType::BF16;
+  } else if (t.dtype == DType::F32) {
+    w.type = kernels::WeightType::F32;
+  } else if (t.dtype == DType::F8_E4M3) {
+    w.type = kernels::WeightType::FP8_E4M3;
+    w.scales = fp8_block_scales(ts, name, rows, cols);
+  } else {
+    fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16, F32 or F8_E4M3");
+  }
   return w;
+}
+
+const float* fp8_block_scales(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
+  const std::string sname = fp8_scale_name(name);
+  if (!ts.find(sname))
+    fail(ts.dir(), ": tensor ", name, " is F8_E4M3 but its block scales ", sname, " are missing");
+  const TensorInfo& s = ts.get(sname);
+  const int64_t B = kernels::kFp8Block;
+  const std::vector<int64_t> grid{(rows + B - 1) / B, (cols + B - 1) / B};
+  if (s.dtype != DType::F32)
+    fail(ts.dir(), ": tensor ", sname, " has dtype ", dtype_name(s.dtype), ", expected F32 (one scale per ", B, "x", B,
+         " block)");
+  if (s.shape != grid)
+    fail(ts.dir(), ": tensor ", sname, " has shape ", shape_str(s.shape), "; ", name, " [", rows, ", ", cols,
+         "] in ", B, "x", B, " blocks needs ", shape_str(grid));
+  if (reinterpret_cast<uintptr_t>(s.data) % alignof(float) != 0)
+    fail(ts.dir(), ": tensor ", sname, " is not 4-byte aligned in its file");
+  const float* p = reinterpret_cast<const float*>(s.data);
+  for (int64_t i = 0; i < grid[0] * grid[1]; ++i)
+    if (!std::isfinite(p[i]) || !(p[i] > 0))
+      fail(ts.dir(), ": tensor ", sname, " block scale ", p[i], " at block ", i, " (FP8 block scales are finite and positive)");
+  return p;
 }
 
 std::vector<float> float_vector(const format::TensorSet& ts, const std::string& name, int64_t numel) {

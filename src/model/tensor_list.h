@@ -16,7 +16,11 @@
 namespace sluice::model {
 
 // How make-tiny fills a tensor.
-enum class Init : uint8_t { Normal, NormWeight, ResProj, ALog, DtBias, Conv, CorrectionBias, Packed, Scale };
+// BlockScale: FP8 block scales (positive, sized for the matrix's init_arg columns); Scale: MXFP4
+// E8M0 bytes; Bias: a linear layer's bias; Sink: gpt-oss's per-head sink logits.
+enum class Init : uint8_t {
+  Normal, NormWeight, ResProj, ALog, DtBias, Conv, CorrectionBias, Packed, Scale, BlockScale, Bias, Sink
+};
 
 // A small fp32 parameter (norm weights, biases, conv taps): widened on the host, kept on the device.
 struct Param {
@@ -31,10 +35,11 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   Init init = Init::Normal;
   int64_t init_arg = 0;       // ALog: how many leading entries are non-zero (one per head)
-  // Where the loader binds it: a [shape[0], shape[1]] matrix (BF16 or F32, used in place) or a
+  // Where the loader binds it: a [shape[0], shape[1]] matrix (BF16, F32 or FP8, used in place) or a
   // parameter of numel(shape) elements (F32, BF16 or F16, widened). Neither: checked, not bound.
   kernels::Weight* matrix = nullptr;
   Param* param = nullptr;
+  kernels::Weight* bias_of = nullptr;  // a [rows] BF16 or F32 bias of an earlier-listed matrix
   std::vector<std::string> aliases;  // other names a checkpoint may use for it
   int experts_of_layer = -1;         // >= 0: stands for every routed-expert tensor of that layer
   int64_t numel() const;
@@ -42,8 +47,13 @@ struct TensorSpec {
 
 class TensorList {
  public:
+  // A matrix bound as a Weight (BF16, F32, or F8_E4M3 with its block scales, whatever dt says).
+  // dt F8_E4M3 (a config whose quantization_config says FP8) also lists the F32 block scales
+  // (fp8_scale_name) before it, which the checkpoint must then hold.
   TensorSpec& matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt = DType::BF16);
   TensorSpec& param(std::string name, std::vector<int64_t> shape, Param* dst, Init init, DType dt = DType::BF16);
+  // The bias of `of`, a matrix listed before it (bound into its Weight, used in place).
+  TensorSpec& bias(std::string name, int64_t rows, kernels::Weight* of, DType dt = DType::BF16);
   // The routed experts of `layer` (expanded from the expert bank where the tensors are written).
   void experts(int layer);
 
@@ -66,7 +76,13 @@ class TensorList {
 
 // "[a, b, c]" for messages.
 std::string shape_str(const std::vector<int64_t>& shape);
-// Tensor `name` of `ts` as a [rows, cols] BF16 or F32 matrix pointing into the mapped file.
+// The block scales of FP8 weight `name` (DeepSeek-V3: "<module>.weight_scale_inv").
+std::string fp8_scale_name(const std::string& weight_name);
+// The checked F32 [ceil(rows/128), ceil(cols/128)] block scales of FP8 tensor `name`: present,
+// F32, the right grid, finite and positive. Throws naming the tensor.
+const float* fp8_block_scales(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
+// Tensor `name` of `ts` as a [rows, cols] BF16, F32 or FP8 (with its block scales) matrix pointing
+// into the mapped file.
 kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
 // A vector-like tensor of exactly `numel` elements (F32, BF16 or F16), widened to fp32.
 std::vector<float> float_vector(const format::TensorSet& ts, const std::string& name, int64_t numel);

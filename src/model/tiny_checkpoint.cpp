@@ -16,6 +16,7 @@
 #include "model/arch/dspark.h"
 #include "model/arch/kimi.h"
 #include "model/arch/qwen3.h"
+#include "model/registry.h"
 
 namespace sluice::model {
 namespace {
@@ -58,11 +59,20 @@ std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
   const int64_t cols = t.shape.back();
   switch (t.init) {
     case Init::Normal: {
+      if (t.dtype == DType::F8_E4M3) {
+        // e4m3 codes of N(0, 16²); the block scales (BlockScale) bring the product to ~1/sqrt(cols).
+        for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(f32_to_e4m3(float(16.0 * rng.normal())));
+        break;
+      }
       bool embedding = t.name.find("embed_tokens") != std::string::npos;
       double sd = embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
       for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), sd * rng.normal());
       break;
     }
+    case Init::BlockScale:
+      for (int64_t i = 0; i < n; ++i)
+        put(out, t.dtype, size_t(i), (0.75 + 0.5 * rng.uniform()) / (16.0 * std::sqrt(double(t.init_arg))));
+      break;
     case Init::NormWeight:
       for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 1.0 + 0.1 * rng.normal());
       break;
@@ -76,6 +86,12 @@ std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
     case Init::DtBias:
     case Init::Conv:
       for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.5 * rng.normal());
+      break;
+    case Init::Bias:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.1 * rng.normal());
+      break;
+    case Init::Sink:
+      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), rng.normal());
       break;
     case Init::CorrectionBias:
       for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.05 * rng.normal());
@@ -215,13 +231,14 @@ std::string tiny_config_json(const TinySpec& s) {
   return j.dump(2) + "\n";
 }
 
-void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
-                           void (*progress)(int64_t done, int64_t total)) {
-  if (spec.shards < 1) fail("make-tiny: --shards must be at least 1");
-  std::string config_text = tiny_config_json(spec);
-  format::KimiConfig c = format::parse_kimi_config(config_text, "make-tiny config");
-  std::vector<TensorSpec> roster = kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
+namespace {
 
+// Writes the roster's tensors (drawn in roster order from one stream seeded with `seed`, then cut
+// into `shards` files by bytes), the index for several shards, generation_config.json and, last,
+// config.json: a directory with a config is a complete checkpoint.
+void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shards, const std::string& config_text,
+                  const json& generation, const std::string& dir, void (*progress)(int64_t done, int64_t total)) {
+  if (shards < 1) fail("make-tiny: --shards must be at least 1");
   std::filesystem::create_directories(dir);
   int64_t total = 0;
   for (const auto& t : roster) {
@@ -229,9 +246,7 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
     for (int64_t d : t.shape) n *= d;
     total += n;
   }
-  // Tensors are generated in roster order from one stream, then cut into shards by bytes.
-  Rng rng{spec.seed};
-  const int shards = spec.shards;
+  Rng rng{seed};
   std::vector<std::vector<format::TensorToWrite>> shard_tensors(static_cast<size_t>(shards));
   json weight_map = json::object();
   int64_t done = 0;
@@ -257,10 +272,128 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     format::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
   }
-  json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
-  format::write_file_atomic(dir + "/generation_config.json", gen.dump(2) + "\n");
-  // config.json last: a directory with a config is a complete checkpoint.
+  format::write_file_atomic(dir + "/generation_config.json", generation.dump(2) + "\n");
   format::write_file_atomic(dir + "/config.json", config_text);
+}
+
+}  // namespace
+
+void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
+                           void (*progress)(int64_t done, int64_t total)) {
+  std::string config_text = tiny_config_json(spec);
+  format::KimiConfig c = format::parse_kimi_config(config_text, "make-tiny config");
+  std::vector<TensorSpec> roster = kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
+  json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
+  write_roster(roster, spec.seed, spec.shards, config_text, gen, dir, progress);
+}
+
+std::string tiny_moe_config_json(const TinyMoeSpec& s) {
+  const int64_t bos = s.vocab - 3, eos = s.vocab - 2, pad = s.vocab - 1;
+  json j;
+  if (s.arch == "qwen3_moe") {
+    std::vector<int64_t> dense_only;
+    for (int64_t l = 0; l < s.dense_layers; ++l) dense_only.push_back(l);
+    j = {{"model_type", "qwen3_moe"},
+         {"architectures", json::array({"Qwen3MoeForCausalLM"})},
+         {"vocab_size", s.vocab},
+         {"hidden_size", s.hidden},
+         {"intermediate_size", s.dense_inter},
+         {"moe_intermediate_size", s.moe_inter},
+         {"num_hidden_layers", s.layers},
+         {"num_attention_heads", s.heads},
+         {"num_key_value_heads", s.kv_heads},
+         {"head_dim", s.head_dim},
+         {"num_experts", s.experts},
+         {"num_experts_per_tok", s.top_k},
+         {"norm_topk_prob", s.norm_topk},
+         {"decoder_sparse_step", s.sparse_step},
+         {"mlp_only_layers", dense_only},
+         {"rope_theta", s.rope_theta},
+         {"max_position_embeddings", 4096}};
+  } else if (s.arch == "gpt_oss") {
+    std::vector<std::string> types;
+    for (int64_t l = 0; l < s.layers; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    j = {{"model_type", "gpt_oss"},
+         {"architectures", json::array({"GptOssForCausalLM"})},
+         {"vocab_size", s.vocab},
+         {"hidden_size", s.hidden},
+         {"intermediate_size", s.moe_inter},
+         {"num_hidden_layers", s.layers},
+         {"num_attention_heads", s.heads},
+         {"num_key_value_heads", s.kv_heads},
+         {"head_dim", s.head_dim},
+         {"num_local_experts", s.experts},
+         {"num_experts_per_tok", s.top_k},
+         {"experts_per_token", s.top_k},
+         {"sliding_window", s.window},
+         {"layer_types", types},
+         {"attention_bias", true},
+         {"swiglu_limit", 7.0},
+         {"rms_norm_eps", 1e-5},
+         {"rope_theta", s.rope_theta},
+         {"rope_scaling",
+          {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
+           {"original_max_position_embeddings", 4096}}},
+         {"max_position_embeddings", 131072},
+         {"quantization_config",
+          {{"modules_to_not_convert",
+            json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"})},
+           {"quant_method", "mxfp4"}}}};
+  } else if (s.arch == "deepseek_v3" || s.arch == "kimi_k2") {
+    j = {{"model_type", s.arch},
+         {"architectures", json::array({"DeepseekV3ForCausalLM"})},
+         {"vocab_size", s.vocab},
+         {"hidden_size", s.hidden},
+         {"intermediate_size", s.dense_inter},
+         {"moe_intermediate_size", s.moe_inter},
+         {"num_hidden_layers", s.layers},
+         {"num_attention_heads", s.heads},
+         {"num_key_value_heads", s.heads},
+         {"q_lora_rank", s.q_lora > 0 ? json(s.q_lora) : json(nullptr)},
+         {"kv_lora_rank", s.kv_lora},
+         {"qk_nope_head_dim", s.nope},
+         {"qk_rope_head_dim", s.rope},
+         {"v_head_dim", s.v_dim},
+         {"first_k_dense_replace", s.dense_layers},
+         {"moe_layer_freq", 1},
+         {"n_routed_experts", s.experts},
+         {"num_experts_per_tok", s.top_k},
+         {"n_shared_experts", s.shared},
+         {"n_group", s.expert_groups},
+         {"topk_group", s.topk_groups},
+         {"norm_topk_prob", s.norm_topk},
+         {"routed_scaling_factor", s.routed_scaling},
+         {"topk_method", "noaux_tc"},
+         {"scoring_func", "sigmoid"},
+         {"rms_norm_eps", 1e-6},
+         {"rope_theta", s.rope_theta},
+         {"rope_scaling",
+          {{"type", "yarn"}, {"factor", 40.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale", 1.0},
+           {"mscale_all_dim", 1.0}, {"original_max_position_embeddings", 4096}}},
+         {"max_position_embeddings", 163840},
+         {"num_nextn_predict_layers", 0}};
+    if (s.fp8)
+      j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                  {"weight_block_size", json::array({128, 128})}};
+  } else {
+    fail("make-tiny: unknown architecture '", s.arch, "' (qwen3_moe, gpt_oss, deepseek_v3 or kimi_k2)");
+  }
+  j["hidden_act"] = "silu";
+  j["tie_word_embeddings"] = false;
+  j["dtype"] = "bfloat16";
+  j["bos_token_id"] = bos;
+  j["eos_token_id"] = eos;
+  j["pad_token_id"] = pad;
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_moe_checkpoint(const TinyMoeSpec& spec, const std::string& dir,
+                               void (*progress)(int64_t done, int64_t total)) {
+  const std::string config_text = tiny_moe_config_json(spec);
+  const std::string where = "make-tiny " + spec.arch + " config";
+  const Architecture& arch = find_architecture(model_type_of(config_text, where), where);
+  const json gen = {{"bos_token_id", spec.vocab - 3}, {"eos_token_id", spec.vocab - 2}};
+  write_roster(arch.roster(config_text, where), spec.seed, spec.shards, config_text, gen, dir, progress);
 }
 
 std::string tiny_qwen3_config_json(const TinyQwen3Spec& s) {

@@ -1,6 +1,7 @@
 // Writes small random checkpoints in the real on-disk formats (config.json, safetensors shards
-// with the real tensor names and dtypes, MXFP4 experts for K3; Qwen3 dense as transformers saves
-// it) for tests, fixtures and demos.
+// with the real tensor names and dtypes: MXFP4 experts for K3 and gpt-oss, FP8 blocks for
+// DeepSeek-V3/Kimi-K2; Qwen3 and Qwen3-MoE as transformers saves them) for tests, fixtures and
+// demos.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +34,26 @@ std::string tiny_config_json(const TinySpec& spec);
 // atomically. `progress` (optional) is called with (bytes written, total bytes).
 void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
                            void (*progress)(int64_t done, int64_t total) = nullptr);
+
+// A tiny checkpoint of one of the MoE architectures that share the cache-state decoder, in the real
+// on-disk format: qwen3_moe (BF16 per-expert tensors), gpt_oss (MXFP4 fused per layer, as
+// released), deepseek_v3 / kimi_k2 (BF16, or FP8 with 128x128 block scales when fp8).
+struct TinyMoeSpec {
+  std::string arch = "qwen3_moe";
+  uint64_t seed = 1;
+  int64_t vocab = 512, hidden = 64, layers = 4;
+  int64_t heads = 4, kv_heads = 2, head_dim = 16;                    // GQA (qwen3_moe, gpt_oss)
+  int64_t q_lora = 32, kv_lora = 32, nope = 16, rope = 8, v_dim = 16;  // MLA (deepseek_v3, kimi_k2)
+  int64_t dense_layers = 1;  // leading dense-MLP layers (mlp_only_layers / first_k_dense_replace)
+  int64_t dense_inter = 128, experts = 16, top_k = 4, shared = 1, moe_inter = 64;
+  int64_t expert_groups = 1, topk_groups = 1, sparse_step = 1, window = 8;
+  bool norm_topk = true, fp8 = false;
+  double routed_scaling = 1.0, rope_theta = 10000.0;
+  int shards = 2;
+};
+std::string tiny_moe_config_json(const TinyMoeSpec& spec);
+void write_tiny_moe_checkpoint(const TinyMoeSpec& spec, const std::string& dir,
+                               void (*progress)(int64_t done, int64_t total) = nullptr);
 
 // A tiny Qwen3 dense model (transformers' Qwen3ForCausalLM layout, BF16, one safetensors file).
 struct TinyQwen3Spec {

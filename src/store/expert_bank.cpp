@@ -66,6 +66,7 @@ namespace {
 template <typename SegmentAt>
 kernels::ExpertView build_views(const ExpertLayout& l, SegmentAt segment) {
   kernels::ExpertView v;
+  v.gate_up_interleaved = l.gate_up_interleaved;
   for (const ExpertMatrix& m : l.matrices) {
     kernels::Weight& w = weight_of(v, m.slot);
     w.type = m.type;

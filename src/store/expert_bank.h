@@ -43,7 +43,10 @@ struct ExpertMatrix {
 };
 
 struct ExpertLayout {
-  std::vector<ExpertMatrix> matrices;   // gate, up, down
+  std::vector<ExpertMatrix> matrices;   // gate, up, down (gate and down when gate_up_interleaved)
+  // gpt-oss: the Gate matrix holds gate and up rows interleaved ([2·intermediate, input]); there is
+  // no Up matrix (kernels::ExpertView).
+  bool gate_up_interleaved = false;
   std::vector<ExpertSegment> segments;  // in record order
   uint64_t record_bytes = 0;            // end of the last segment
   uint64_t slot_bytes = 0;              // record rounded up to kAlign (what a read transfers)

@@ -35,7 +35,7 @@ ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet
       kernels::ExpertView v = bank.layout.views(seg);
       if (keep) {
         v.gate = keep_on->keep(v.gate);
-        v.up = keep_on->keep(v.up);
+        if (!v.up.empty()) v.up = keep_on->keep(v.up);
         v.down = keep_on->keep(v.down);
       }
       by_layer_[size_t(l)].push_back(v);

@@ -962,5 +962,72 @@ TEST(BackendOps, ExpertsAndCombine) {
   }
 }
 
+// gpt-oss's experts: gate and up as one MXFP4 matrix with their rows interleaved (and a BF16 bias
+// interleaved alike). Every device against the scalar CPU, and the scalar CPU against the same
+// experts with the even and odd rows copied out into a separate gate and up: the same bits.
+TEST(BackendOps, ExpertsWithInterleavedGateUp) {
+  Rand r(test_seed() + 9);
+  const int64_t T = 4, k = 2, R = 64, I = 32, n_exp = 3;
+  std::vector<HostWeight> gate_up, down, gate, up;
+  for (int64_t e = 0; e < n_exp; ++e) {
+    gate_up.push_back(random_weight(WeightType::MXFP4, 2 * I, R, r, true));
+    down.push_back(random_weight(WeightType::MXFP4, R, I, r, true));
+    // The split copies: row i of gate is row 2i of gate_up, row i of up is row 2i + 1.
+    for (int part = 0; part < 2; ++part) {
+      const HostWeight& f = gate_up.back();
+      HostWeight h;
+      for (int64_t i = 0; i < I; ++i) {
+        const int64_t row = 2 * i + part;
+        h.bytes.insert(h.bytes.end(), f.bytes.begin() + row * R / 2, f.bytes.begin() + (row + 1) * R / 2);
+        h.scale_bytes.insert(h.scale_bytes.end(), f.scale_bytes.begin() + row * R / 32,
+                             f.scale_bytes.begin() + (row + 1) * R / 32);
+        h.bias_bf16.push_back(f.bias_bf16[size_t(row)]);
+      }
+      h.w = Weight{.type = WeightType::MXFP4, .rows = I, .cols = R};
+      (part == 0 ? gate : up).push_back(std::move(h));
+    }
+  }
+  for (auto* v : {&gate, &up})
+    for (HostWeight& h : *v) {
+      h.w.data = h.bytes.data();
+      h.w.scales = h.scale_bytes.data();
+      h.w.bias = h.bias_bf16.data();
+      h.w.bias_type = DType::BF16;
+    }
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(n_exp));
+  for (int64_t m = 0; m < T * k; ++m) members[size_t(m % n_exp)].push_back(m);
+  const std::vector<float> z = r.normals(T * R);
+  const Activation act{.kind = ActKind::ClampedSwiGLU, .alpha = 1.702f, .limit = 1.5f};  // a limit the values cross
+  auto run_views = [&](Device& d, bool interleaved) {
+    std::vector<ExpertView> views;
+    for (int64_t e = 0; e < n_exp; ++e) {
+      ExpertView v;
+      if (interleaved) {
+        v.gate = d.keep(gate_up[size_t(e)].w);
+        v.gate_up_interleaved = true;
+      } else {
+        v.gate = d.keep(gate[size_t(e)].w);
+        v.up = d.keep(up[size_t(e)].w);
+      }
+      v.down = d.keep(down[size_t(e)].w);
+      views.push_back(v);
+    }
+    std::vector<std::span<const int64_t>> spans;
+    for (const auto& m : members) spans.push_back(m);
+    In zi = upload(d, z, T, R);
+    Out yexp = make_out(d, BufType::F32, T * k, R);
+    d.experts({.act = act, .top_k = k}, views, spans, zi.buf(), yexp.view);
+    return check(d, yexp, std::string("interleaved experts on ") + d.name());
+  };
+  expect_identical(run_views(*devices().scalar, false), run_views(*devices().scalar, true),
+                   "interleaved gate_up vs the same rows split, on the scalar CPU");
+  on_every_device("experts/interleaved", [&](Device& d) { return run_views(d, true); },
+                  [&](const auto& want, const auto& got, const std::string& label) {
+                    double scale = 0;
+                    for (float x : want) scale = std::max(scale, std::fabs(double(x)));
+                    expect_within(want, got, std::vector<double>(want.size(), 1e-4 * scale), label);
+                  });
+}
+
 }  // namespace
 }  // namespace sluice::kernels

@@ -32,9 +32,9 @@ uint64_t test_seed() {
 
 TEST(Dtype, NamesSizesAndParsing) {
   const DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
-                       DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
-  const int sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1};
-  const char* names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"};
+                       DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL, DType::F8_E4M3};
+  const int sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1, 1};
+  const char* names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "F8_E4M3"};
   for (size_t k = 0; k < std::size(all); ++k) {
     EXPECT_EQ(dtype_size(all[k]), sizes[k]);
     EXPECT_EQ(dtype_name(all[k]), names[k]);
@@ -43,7 +43,7 @@ TEST(Dtype, NamesSizesAndParsing) {
     EXPECT_EQ(parsed, all[k]);
   }
   DType parsed;
-  EXPECT_FALSE(parse_dtype("F8_E4M3", &parsed));
+  EXPECT_FALSE(parse_dtype("F8_E5M2", &parsed));
   EXPECT_FALSE(parse_dtype("bf16", &parsed));
   EXPECT_FALSE(parse_dtype("", &parsed));
 }
@@ -212,6 +212,26 @@ TEST(DtypeF16, RandomFloatsRoundToNearestEven) {
     if (std::isnan(f)) continue;
     ASSERT_EQ(f32_to_f16(f), f16_rne_by_hand(f)) << std::hex << to_bits(f) << " seed " << std::dec << test_seed();
   }
+}
+
+TEST(DtypeE4m3, EncodesToTheNearestCodeTiesToEven) {
+  // Every finite code encodes back to itself (the sign of zero kept).
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(uint8_t(b))), uint8_t(b)) << b;
+  }
+  // Halfway between neighbours goes to the even code; a hair off goes to the nearer one.
+  for (int b = 0; b < 0x7e; ++b) {
+    const float lo = e4m3_to_f32(uint8_t(b)), hi = e4m3_to_f32(uint8_t(b + 1));
+    const float mid = 0.5f * (lo + hi);
+    EXPECT_EQ(f32_to_e4m3(mid), uint8_t(b % 2 == 0 ? b : b + 1)) << b;
+    EXPECT_EQ(f32_to_e4m3(std::nextafter(mid, 0.0f)), uint8_t(b)) << b;
+    EXPECT_EQ(f32_to_e4m3(std::nextafter(mid, 1000.0f)), uint8_t(b + 1)) << b;
+    EXPECT_EQ(f32_to_e4m3(-mid), uint8_t(0x80 | (b % 2 == 0 ? b : b + 1))) << b;
+  }
+  EXPECT_EQ(f32_to_e4m3(1e9f), 0x7e);  // saturates at 448
+  EXPECT_EQ(f32_to_e4m3(-1e9f), 0xfe);
+  EXPECT_EQ(f32_to_e4m3(std::nanf("")), 0x7f);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Shared check of a model against a reference's expected.safetensors (prompt_ids_i, logits_i at
 // every prompt position, greedy_ids_i): max relative logit error <= 1e-4 per position and
-// identical greedy tokens. Works for any model with config().vocab_size, new_state() and
+// identical greedy tokens. Works for any model with info().vocab_size, new_state() and
 // forward(state, ids, PassOptions, logits). Returns the number of prompts checked.
 #pragma once
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ namespace sluice::testing {
 // Greedy continuation by one-row passes (for models the generation loop does not drive).
 template <typename Model>
 std::vector<int32_t> plain_greedy(Model& model, const std::vector<int32_t>& prompt, size_t n) {
-  const int64_t V = model.config().vocab_size;
+  const int64_t V = model.info().vocab_size;
   auto st = model.new_state();
   std::vector<float> logits(static_cast<size_t>(V));
   model.forward(*st, prompt, model::PassOptions{}, logits.data());
@@ -36,7 +36,7 @@ std::vector<int32_t> plain_greedy(Model& model, const std::vector<int32_t>& prom
 
 template <typename Model>
 int check_against_reference(Model& model, const std::string& expected_path, const std::string& label) {
-  const int64_t V = model.config().vocab_size;
+  const int64_t V = model.info().vocab_size;
   auto expected = format::SafetensorsFile::open(expected_path);
   auto find = [&](const std::string& name) -> const format::TensorInfo* {
     for (const auto& t : expected->tensors())

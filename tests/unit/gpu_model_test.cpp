@@ -43,20 +43,9 @@ kernels::Device& gpu(const std::string& name) {
   return *d;
 }
 
-// A Target seen as golden_util's Model (config().vocab_size, new_state, forward).
-struct AsModel {
-  model::Target& t;
-  struct Config {
-    int64_t vocab_size;
-  } cfg{t.info().vocab_size};
-  const Config& config() const { return cfg; }
-  std::unique_ptr<model::State> new_state() const { return t.new_state(); }
-  void forward(model::State& st, std::span<const int32_t> ids, const model::PassOptions& o, float* lg) {
-    t.forward(st, ids, o, lg);
-  }
-};
-
-const char* const kFixtures[] = {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a", "k3_tiny_b", "qwen3_a", "qwen3_b"};
+const char* const kFixtures[] = {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a",     "k3_tiny_b",
+                                 "qwen3_a",       "qwen3_b",       "qwen3_moe_a",   "qwen3_moe_b",
+                                 "gpt_oss_a",     "gpt_oss_b",     "deepseek_v3_a", "kimi_k2_b"};
 
 std::unique_ptr<model::Target> load_on(const std::string& dir, kernels::Device& d) {
   return model::load_target(model::LoadOptions{.dir = testing::src(dir), .device = &d});
@@ -89,13 +78,11 @@ TEST(GpuModel, CudaMatchesTheOutsideReferences) {
   for (const char* f : kFixtures) {
     const std::string dir = std::string("tests/fixtures/") + f;
     auto t = load_on(dir, gpu("cuda:0"));
-    AsModel m{*t};
-    EXPECT_GE(testing::check_against_reference(m, testing::src(dir + "/expected.safetensors"), std::string(f) + " on cuda"), 1);
+    EXPECT_GE(testing::check_against_reference(*t, testing::src(dir + "/expected.safetensors"), std::string(f) + " on cuda"), 1);
   }
   if (testing::have_default_models()) {
     auto t = load_on("models/default/target", gpu("cuda:0"));
-    AsModel m{*t};
-    testing::check_against_reference(m, testing::src("tests/fixtures/default_target/expected.safetensors"),
+    testing::check_against_reference(*t, testing::src("tests/fixtures/default_target/expected.safetensors"),
                                      "default target on cuda");
   }
 }
@@ -105,7 +92,8 @@ TEST(GpuModel, CudaMatchesTheOutsideReferences) {
 TEST(GpuModel, CudaRowsAreBatchInvariantRunsRepeatAndCommitPrefixIsTheShorterRun) {
   REQUIRE_GPU();
   for (const char* dir : {"tests/fixtures/k3_tiny_a", "tests/fixtures/kimi_linear_b", "tests/fixtures/qwen3_a",
-                          "models/default/target"}) {
+                          "tests/fixtures/qwen3_moe_b", "tests/fixtures/gpt_oss_b", "tests/fixtures/deepseek_v3_a",
+                          "tests/fixtures/kimi_k2_b", "models/default/target"}) {
     SCOPED_TRACE(dir);
     if (!std::filesystem::exists(testing::src(dir) + "/config.json")) continue;  // models/ not in this checkout
     // Under compute-sanitizer (scripts/gpu-check.sh) one model is enough and the rest is slow.

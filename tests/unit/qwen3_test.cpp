@@ -44,7 +44,7 @@ TEST(Qwen3Config, TinyConfigParses) {
   EXPECT_EQ(c.head_dim, 16);
   EXPECT_EQ(c.q_dim(), 64);
   EXPECT_EQ(c.kv_dim(), 32);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0);
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_EQ(c.bos_token_id, 382);
   EXPECT_TRUE(c.is_eos(383));
@@ -58,7 +58,7 @@ TEST(Qwen3Config, Transformers5RopeParametersAndEosLists) {
   j["eos_token_id"] = json::array({5, 7});
   j["layer_types"] = json::array({"full_attention", "full_attention", "full_attention"});
   auto c = parse_qwen3_config(j.dump(), "cfg");
-  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
   EXPECT_TRUE(c.is_eos(5));
   EXPECT_TRUE(c.is_eos(7));
   EXPECT_FALSE(c.is_eos(6));
@@ -79,8 +79,8 @@ TEST(Qwen3Config, RefusalsNameTheField) {
       {"gqa mismatch", [](json& j) { j["num_key_value_heads"] = 3; }, {"num_attention_heads", "num_key_value_heads"}},
       {"other model", [](json& j) { j["model_type"] = "llama"; }, {"model_type", "llama"}},
       {"attention bias", [](json& j) { j["attention_bias"] = true; }, {"attention_bias"}},
-      {"rope scaling", [](json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
-       {"rope_scaling", "yarn"}},
+      {"rope scaling", [](json& j) { j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}}; },
+       {"rope_scaling", "dynamic"}},
       {"rope parameters", [](json& j) { j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}}; },
        {"rope_parameters.rope_type", "linear"}},
       {"rope theta disagreement", [](json& j) { j["rope_parameters"] = {{"rope_theta", 5.0e5}}; },
@@ -201,7 +201,7 @@ class Reference {
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h0 = 0; h0 < width; h0 += D)
         for (int64_t i = 0; i < half; ++i) {
-          double angle = double(t) / std::pow(c_.rope_theta, double(2 * i) / double(D));
+          double angle = double(t) / std::pow(c_.rope.theta, double(2 * i) / double(D));
           double& a = x[size_t(t * width + h0 + i)];
           double& b = x[size_t(t * width + h0 + i + half)];
           double na = a * std::cos(angle) - b * std::sin(angle), nb = b * std::cos(angle) + a * std::sin(angle);

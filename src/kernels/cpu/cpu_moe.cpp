@@ -97,8 +97,10 @@ void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
   for (size_t e = 0; e < views.size(); ++e) {
     const ExpertView& ew = views[e];
     const std::span<const int64_t> rows = members[e];
-    const int64_t n = int64_t(rows.size()), I = ew.gate.rows;
-    SLUICE_CHECK(ew.gate.cols == R && ew.up.rows == I && ew.up.cols == R && ew.down.rows == R && ew.down.cols == I,
+    const int64_t n = int64_t(rows.size()), I = ew.intermediate();
+    SLUICE_CHECK(ew.gate.cols == R && ew.down.rows == R && ew.down.cols == I &&
+                     (ew.gate_up_interleaved ? ew.gate.rows == 2 * I && ew.up.empty()
+                                             : ew.up.rows == I && ew.up.cols == R),
                  "experts: view shapes");
     if (n == 0) continue;
     ScratchScope scope(*this);
@@ -109,8 +111,18 @@ void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
     }
     float* h1 = temp<float>(n * I);
     float* h3 = temp<float>(n * I);
-    kernels::linear(isa(), ew.gate, G, R, n, h1, I);
-    kernels::linear(isa(), ew.up, G, R, n, h3, I);
+    if (ew.gate_up_interleaved) {
+      // One product over the interleaved rows, then gate (even) and up (odd) columns apart.
+      float* gu = temp<float>(n * 2 * I);
+      kernels::linear(isa(), ew.gate, G, R, n, gu, 2 * I);
+      for (int64_t i = 0; i < n * I; ++i) {
+        h1[i] = gu[2 * i];
+        h3[i] = gu[2 * i + 1];
+      }
+    } else {
+      kernels::linear(isa(), ew.gate, G, R, n, h1, I);
+      kernels::linear(isa(), ew.up, G, R, n, h3, I);
+    }
     gated_activation(op.act, h1, h3, n * I);
     float* y = temp<float>(n * R);
     kernels::linear(isa(), ew.down, h1, I, n, y, R);

@@ -38,8 +38,6 @@ void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_
 void linear(const Weight& w, const float* x, int64_t n, float* y);
 // Same, single-threaded, on a given ISA (tests and the thread pool's own workers use it).
 void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y);
-// The exact value of an FP8 e4m3 byte (finite; 0x7f and 0xff are NaN).
-float e4m3_to_f32(uint8_t b);
 
 // ---- element-wise ops (fp32) ----
 // out = w ⊙ x · rsqrt(mean(x²) + eps); w may be nullptr (weight 1). out may alias x.

@@ -91,13 +91,6 @@ void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, 
 
 }  // namespace
 
-float e4m3_to_f32(uint8_t b) {
-  const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
-  if (exp == 15 && man == 7) return std::numeric_limits<float>::quiet_NaN();
-  const float mag = exp == 0 ? std::ldexp(float(man), -9) : std::ldexp(float(8 + man), exp - 10);
-  return sign ? -mag : mag;
-}
-
 const Isa& scalar_isa() {
   static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar};
   return isa;

@@ -334,18 +334,24 @@ class CudaDevice final : public Device {
       if (n == 0) continue;
       ScratchScope scope(*this);
       const ExpertView& v = views[e];
-      const int64_t I = v.gate.rows;
-      const Weight gate = on_device(v.gate), up = on_device(v.up), down = on_device(v.down);
+      const int64_t I = v.intermediate();
+      const Weight gate = on_device(v.gate), down = on_device(v.down);
       const int64_t* m = put(members[e].data(), members[e].size());
       float* g = static_cast<float*>(take(size_t(n * R) * 4));
       cuda::gather_rows(stream_, mat(z), m, n, op.top_k, g);
       const Mat G{g, n, R, R};
       const Mat h1{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
-      const Mat h3{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
       const Mat y{static_cast<float*>(take(size_t(n * R) * 4)), n, R, R};
-      product(gate, G, h1);
-      product(up, G, h3);
-      cuda::gated_act(stream_, op.act, h1, h3);
+      if (v.gate_up_interleaved) {
+        const Mat gu{static_cast<float*>(take(size_t(n * 2 * I) * 4)), n, 2 * I, 2 * I};
+        product(gate, G, gu);
+        cuda::gated_act_pairs(stream_, op.act, gu, h1);
+      } else {
+        const Mat h3{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
+        product(gate, G, h1);
+        product(on_device(v.up), G, h3);
+        cuda::gated_act(stream_, op.act, h1, h3);
+      }
       product(down, h1, y);
       cuda::scatter_rows(stream_, y.p, n, m, mat(yexp));
     }
@@ -437,6 +443,7 @@ class CudaDevice final : public Device {
     for (size_t e = 0; e < views.size(); ++e) {
       if (members[e].empty()) continue;
       const ExpertView& v = views[e];
+      if (v.gate_up_interleaved) return false;  // the per-expert path splits the pairs
       if (!first) first = &v;
       const WeightType t = first->gate.type;
       const int64_t I = first->gate.rows;

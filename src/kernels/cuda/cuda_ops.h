@@ -52,6 +52,8 @@ void add(cudaStream_t s, Mat y, Mat x);
 void sum(cudaStream_t s, Mat out, Mat a, Mat b);
 void mul_sigmoid(cudaStream_t s, Mat y, Mat g);
 void gated_act(cudaStream_t s, const Activation& a, Mat g, Mat u);
+// out[r, c] = act(gu[r, 2c], gu[r, 2c + 1]): gate and up interleaved (gpt-oss's experts).
+void gated_act_pairs(cudaStream_t s, const Activation& a, Mat gu, Mat out);
 void row_dot(cudaStream_t s, Mat x, const float* w, Mat out);
 // sources: device array of n Mats.
 void attn_res(cudaStream_t s, const Mat* sources, int n, const float* norm, const float* proj, float eps, Mat out,

@@ -153,6 +153,11 @@ __global__ void gated_act_kernel(Activation a, Mat g, Mat u) {
   float& gv = g.p[r * g.ld + c];
   gv = gated_value(a, gv, u.p[r * u.ld + c]);
 }
+__global__ void gated_act_pairs_kernel(Activation a, Mat gu, Mat out) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (c >= out.cols) return;
+  out.p[r * out.ld + c] = gated_value(a, gu.p[r * gu.ld + 2 * c], gu.p[r * gu.ld + 2 * c + 1]);
+}
 __global__ void row_dot_kernel(Mat x, const float* w, Mat out) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= x.rows) return;
@@ -599,6 +604,11 @@ void gated_act(cudaStream_t s, const Activation& a, Mat g, Mat u) {
   if (g.rows == 0 || g.cols == 0) return;
   gated_act_kernel<<<grid2(g.cols, g.rows), kThreads, 0, s>>>(a, g, u);
   check_launch("gated_act");
+}
+void gated_act_pairs(cudaStream_t s, const Activation& a, Mat gu, Mat out) {
+  if (out.rows == 0 || out.cols == 0) return;
+  gated_act_pairs_kernel<<<grid2(out.cols, out.rows), kThreads, 0, s>>>(a, gu, out);
+  check_launch("gated_act_pairs");
 }
 void row_dot(cudaStream_t s, Mat x, const float* w, Mat out) {
   if (x.rows == 0) return;

@@ -1,8 +1,9 @@
-// Qwen3 dense (transformers' Qwen3ForCausalLM) as a target and as a draft: embedding; per layer
-// RMSNorm, GQA attention with per-head q_norm/k_norm before RoPE (rotate-half pairing: channel i
-// with i + head_dim/2), SwiGLU MLP, both residual; final norm and lm_head (or the tied
-// embedding). Its state is a KV cache, so any suffix of a pass can be dropped by cutting the
-// length back.
+// The Qwen3 family as a target (and Qwen3 dense as a draft): transformers' Qwen3ForCausalLM and
+// Qwen3MoeForCausalLM. Embedding; per layer RMSNorm, GQA attention with per-head q_norm/k_norm
+// before RoPE (rotate-half pairing: channel i with i + head_dim/2), then a SwiGLU MLP or, on the
+// sparse layers of qwen3_moe, a softmax-routed MoE (top-k of the softmax over every expert,
+// renormalised when norm_topk_prob) whose experts are streamed; final norm and lm_head (or the
+// tied embedding). Its state is a KV cache (model/cache_model.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "format/safetensors.h"
 #include "model/blocks/gqa.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/moe.h"
+#include "model/cache_model.h"
 #include "model/registry.h"
 #include "model/target.h"
 #include "model/tensor_list.h"
@@ -22,7 +25,8 @@ namespace sluice::model {
 
 struct Qwen3LayerWeights {
   GqaWeights attn;
-  MlpWeights mlp;
+  MlpWeights mlp;  // dense layers
+  MoeWeights moe;  // sparse layers (the router; the experts come from the provider)
   Param input_norm, post_norm;
 };
 
@@ -34,49 +38,34 @@ struct Qwen3Weights {
 
 // Qwen3's one tensor list, in the order transformers saves it (make-tiny writes this order).
 TensorList qwen3_tensors(const format::Qwen3Config& c, Qwen3Weights* w);
+// The routed experts of a qwen3_moe config (one BF16 tensor per expert and matrix, as released).
+store::ExpertBank qwen3_expert_bank(const format::Qwen3Config& c);
 extern const Architecture kQwen3Architecture;
 
-class Qwen3Model final : public Target {
+class Qwen3Model final : public CacheModel {
  public:
   static std::unique_ptr<Qwen3Model> load(const LoadOptions& opt);
   static std::unique_ptr<Qwen3Model> load(const std::string& dir);
 
   const format::Qwen3Config& config() const { return config_; }
 
-  const TargetInfo& info() const override { return info_; }
-  kernels::Device& device() const override { return *dev_; }
-  const store::ExpertBank* expert_bank() const override { return nullptr; }
-  void set_expert_provider(store::ExpertProvider*) override {}
-  store::ExpertProvider* expert_provider() const override { return nullptr; }
-
-  std::unique_ptr<State> new_state() const override;
-  void forward(State& st, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) override;
-  void commit_prefix(State& st, int64_t n) override;
-  std::unique_ptr<Snapshot> new_snapshot() const override;
-  void save(const State& st, Snapshot& snap) const override;
-  void restore(State& st, const Snapshot& snap) const override;
-  std::vector<float> state_values(const State& st) const override;
   int64_t pass_bytes_per_row(bool record) const override;
-  const TargetCounters& counters() const override { return counters_; }
   const kernels::Weight& embedding() const override { return weights_.embed; }
   const kernels::Weight& lm_head() const override { return weights_.lm_head; }
 
-  // Keeps the first n positions (0 <= n <= length): exactly the state of a sequence that only ever
-  // saw those n tokens.
-  bool truncate(State& st, int64_t n) const override;
-
  private:
   Qwen3Model() = default;
+  void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
+                 const kernels::Buf& x, kernels::Buf out) override;
+  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
+  void predict(size_t next_layer, const kernels::Buf& m_in) override;
 
   format::Qwen3Config config_;
-  TargetInfo info_;
-  kernels::Device* dev_ = nullptr;
   format::TensorSet tensors_;
   Qwen3Weights weights_;
   GqaSpec gqa_;
-  kernels::RopeSpec rope_;
-  TargetCounters counters_;
-  std::vector<int> capture_slot_;
+  MoeSpec moe_spec_;
+  MoeHost moe_host_;
 };
 
 }  // namespace sluice::model

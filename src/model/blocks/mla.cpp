@@ -1,5 +1,5 @@
-// The MLA block: projections, cache write, absorbed attention (NoPE: K3 and transformers'
-// kimi_linear apply no rotation), gate, output projection.
+// The MLA block: projections, cache write, RoPE (DeepSeek-V3; K3 and transformers' kimi_linear
+// apply no rotation), absorbed attention, gate, output projection.
 #include "model/blocks/mla.h"
 
 #include <cmath>
@@ -11,7 +11,7 @@ using kernels::BufType;
 using kernels::LinearOut;
 
 void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf latent, Buf k_pe, int64_t base,
-                 const Buf& x, Buf out, const std::atomic<bool>* cancel) {
+                 const Buf& x, Buf out, const std::atomic<bool>* cancel, const Buf& rope_table) {
   kernels::ScratchScope scope(d);
   const int64_t T = x.rows, nh = s.heads, qk = s.nope + s.rope, vd = s.v_dim;
   Buf q = d.scratch(BufType::F32, T, nh * qk);
@@ -35,9 +35,16 @@ void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf 
     d.linear(qa, qb);
   }
   d.mla_cache_write(kv, w.kv_a_norm.v, s.norm_eps, latent, k_pe, base);
+  if (s.rotate) {
+    // The rope part of every head's query, and the one shared rope key of each new position as
+    // cached: attention then scores rotated q·k without touching the cache again.
+    d.rope(rope_table, s.pairs, q, nh, qk, s.nope, s.rope);
+    d.rope(rope_table, s.pairs, k_pe.rows_view(base, T), 1, s.rope, 0, s.rope);
+  }
   Buf attn = d.scratch(BufType::F32, T, nh * vd);
+  const float scale = s.scale > 0 ? s.scale : 1.0f / std::sqrt(float(qk));
   const kernels::MlaOp op{.heads = nh, .nope = s.nope, .rope = s.rope, .v_dim = vd, .kv_rank = s.kv_rank,
-                          .scale = 1.0f / std::sqrt(float(qk)), .causal = true, .kv_b = &w.kv_b};
+                          .scale = scale, .causal = true, .kv_b = &w.kv_b};
   for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
     d.mla_attention(op, q.rows_view(r0, n), latent, k_pe, base + 1 + r0, attn.rows_view(r0, n));
   });

@@ -1,6 +1,7 @@
-// Multi-head latent attention over the compact cache (the target's MLA layers): the q (or
+// Multi-head latent attention over the compact cache (Kimi's MLA layers, DeepSeek-V3's): the q (or
 // q_a → norm → q_b), kv_a and output-gate projections in one launch, the cache write of this
-// pass's rows, absorbed attention, the sigmoid output gate and o_proj.
+// pass's rows, RoPE on the rope part of q and of the cached k_pe (DeepSeek-V3; Kimi's MLA has
+// none), absorbed attention, the sigmoid output gate and o_proj.
 #pragma once
 #include <atomic>
 
@@ -19,11 +20,16 @@ struct MlaSpec {
   int64_t heads = 0, q_lora_rank = 0, kv_rank = 0, nope = 0, rope = 0, v_dim = 0;
   float norm_eps = 1e-6f;  // q_a_layernorm / kv_a_layernorm
   bool output_gate = false;
+  bool rotate = false;     // RoPE on q's and k's rope parts (pairs as `pairs`), from the pass's table
+  kernels::RopePairs pairs = kernels::RopePairs::Interleaved;
+  float scale = 0.0f;      // the softmax scale; 0: (nope + rope)^-0.5
 };
 
 // Rows are at positions base..base+T-1; their latents are written into the cache (latent, k_pe:
-// [capacity, kv_rank] and [capacity, rope]) there. cancel: see for_attention_slices.
+// [capacity, kv_rank] and [capacity, rope]) there, k_pe rotated when s.rotate. rope_table: the
+// pass's [T, rope] cos/sin rows (empty unless s.rotate). cancel: see for_attention_slices.
 void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, kernels::Buf latent, kernels::Buf k_pe,
-                 int64_t base, const kernels::Buf& x, kernels::Buf out, const std::atomic<bool>* cancel = nullptr);
+                 int64_t base, const kernels::Buf& x, kernels::Buf out, const std::atomic<bool>* cancel = nullptr,
+                 const kernels::Buf& rope_table = {});
 
 }  // namespace sluice::model

@@ -1,0 +1,68 @@
+// DeepSeek-V3 and Kimi-K2 (transformers' DeepseekV3ForCausalLM) as a target: embedding; per layer
+// RMSNorm, MLA with RoPE on the rope part (absorbed over a compact cache of latents and rotated
+// k_pe, with YaRN's softmax mscale); RMSNorm and a dense SwiGLU MLP on the first
+// first_k_dense_replace layers, a MoE after them (sigmoid router with correction bias and grouped
+// top-k, renormalised and scaled, routed experts streamed, plus the shared experts); final norm and
+// lm_head. Weights are BF16 or FP8 e4m3 with 128x128 block scales as released, computed on directly
+// (kv_b, which the absorbed attention reads as rows, is widened to F32 at load). Its state is the
+// compact MLA cache (model/cache_model.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/deepseek_config.h"
+#include "format/safetensors.h"
+#include "model/blocks/mla.h"
+#include "model/blocks/mlp.h"
+#include "model/blocks/moe.h"
+#include "model/cache_model.h"
+#include "model/registry.h"
+#include "model/tensor_list.h"
+
+namespace sluice::model {
+
+struct DeepSeekLayerWeights {
+  MlaWeights attn;
+  MlpWeights dense;
+  MoeWeights moe;
+  Param input_norm, post_norm;
+};
+
+struct DeepSeekWeights {
+  kernels::Weight embed, lm_head;
+  Param final_norm;
+  std::vector<DeepSeekLayerWeights> layers;
+};
+
+TensorList deepseek_tensors(const format::DeepSeekConfig& c, DeepSeekWeights* w);
+store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c);
+extern const Architecture kDeepSeekArchitecture;
+
+class DeepSeekModel final : public CacheModel {
+ public:
+  static std::unique_ptr<DeepSeekModel> load(const LoadOptions& opt);
+  const format::DeepSeekConfig& config() const { return config_; }
+
+  int64_t pass_bytes_per_row(bool record) const override;
+  const kernels::Weight& embedding() const override { return weights_.embed; }
+  const kernels::Weight& lm_head() const override { return weights_.lm_head; }
+
+ private:
+  DeepSeekModel() = default;
+  void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
+                 const kernels::Buf& x, kernels::Buf out) override;
+  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
+  void predict(size_t next_layer, const kernels::Buf& m_in) override;
+
+  format::DeepSeekConfig config_;
+  format::TensorSet tensors_;
+  DeepSeekWeights weights_;
+  std::vector<std::vector<float>> kv_b_f32_;  // per layer: an FP8 kv_b widened (empty otherwise)
+  MlaSpec mla_spec_;
+  MoeSpec moe_spec_;
+  MoeHost moe_host_;
+};
+
+}  // namespace sluice::model

@@ -1,0 +1,65 @@
+// gpt-oss (transformers' GptOssForCausalLM) as a target: embedding; per layer RMSNorm, GQA with
+// q/k/v/o biases, rotate-half YaRN RoPE and one learned sink logit per head (a softmax term whose
+// share is dropped), over a sliding window on the sliding layers; RMSNorm and a MoE whose router
+// (with bias) takes the top-k logits and softmaxes them; experts are MXFP4 as released, gate and
+// up interleaved in one matrix, with biases and the clamped SwiGLU; final norm and lm_head. Its
+// state is a KV cache (model/cache_model.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gpt_oss_config.h"
+#include "format/safetensors.h"
+#include "model/blocks/gqa.h"
+#include "model/blocks/moe.h"
+#include "model/cache_model.h"
+#include "model/registry.h"
+#include "model/tensor_list.h"
+
+namespace sluice::model {
+
+struct GptOssLayerWeights {
+  GqaWeights attn;
+  MoeWeights moe;  // the router (weight + bias); the experts come from the provider
+  Param input_norm, post_norm;
+};
+
+struct GptOssWeights {
+  kernels::Weight embed, lm_head;
+  Param final_norm;
+  std::vector<GptOssLayerWeights> layers;
+};
+
+// gpt-oss's one tensor list (make-tiny writes this order) and its expert bank: per layer one fused
+// tensor per part, experts along the first dimension, as released.
+TensorList gpt_oss_tensors(const format::GptOssConfig& c, GptOssWeights* w);
+store::ExpertBank gpt_oss_expert_bank(const format::GptOssConfig& c);
+extern const Architecture kGptOssArchitecture;
+
+class GptOssModel final : public CacheModel {
+ public:
+  static std::unique_ptr<GptOssModel> load(const LoadOptions& opt);
+  const format::GptOssConfig& config() const { return config_; }
+
+  int64_t pass_bytes_per_row(bool record) const override;
+  const kernels::Weight& embedding() const override { return weights_.embed; }
+  const kernels::Weight& lm_head() const override { return weights_.lm_head; }
+
+ private:
+  GptOssModel() = default;
+  void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
+                 const kernels::Buf& x, kernels::Buf out) override;
+  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
+  void predict(size_t next_layer, const kernels::Buf& m_in) override;
+
+  format::GptOssConfig config_;
+  format::TensorSet tensors_;
+  GptOssWeights weights_;
+  GqaSpec full_, sliding_;
+  MoeSpec moe_spec_;
+  MoeHost moe_host_;
+};
+
+}  // namespace sluice::model

@@ -1,0 +1,276 @@
+// The MoE architectures of issue 17 (qwen3_moe, gpt_oss, deepseek_v3 with FP8, kimi_k2) on the
+// committed tiny checkpoints (tools/fixtures/make_moe_checkpoints.sh): transformers' logits and
+// greedy tokens (tools/fixtures/make_moe_fixtures.py), streamed from two homes through a tiny cache
+// equal to resident bit for bit, a T-row pass equal to T one-row passes, drafting on equal to
+// off, and checkpoints and configs that must be refused by name.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "format/safetensors.h"
+#include "golden_util.h"
+#include "model/registry.h"
+#include "model_test_util.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/speculate/drafter.h"
+#include "store/prepare.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::vector<std::string> kFixtures = {"qwen3_moe_a", "qwen3_moe_b", "gpt_oss_a", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b"};
+
+std::string fixture_dir(const std::string& name) { return std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+std::vector<int32_t> prompt_of(int n, int64_t vocab, int salt = 0) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(int32_t((i * 37 + salt * 11 + 5) % (vocab - 3)));
+  for (int i = 0; i < n / 2; ++i) p.push_back(p[size_t(i)]);  // a repeat for prompt lookup
+  return p;
+}
+
+std::vector<float> all_logits(model::Target& m, const std::vector<int32_t>& prompt) {
+  auto st = m.new_state();
+  std::vector<float> out(prompt.size() * size_t(m.info().vocab_size));
+  m.forward(*st, prompt, model::PassOptions{.all_logits = true}, out.data());
+  return out;
+}
+
+class MoeArch : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string dir() const { return fixture_dir(GetParam()); }
+};
+
+TEST_P(MoeArch, LogitsAndGreedyTokensMatchTransformers) {
+  const std::string expected = dir() + "/expected.safetensors";
+  ASSERT_TRUE(fs::exists(expected)) << "missing fixture " << expected << " (tools/fixtures/run_moe_on_device.sh)";
+  auto m = model::load_target(dir());
+  EXPECT_GE(testing::check_against_reference(*m, expected, GetParam()), 2);
+}
+
+TEST_P(MoeArch, MultiRowPassEqualsOneRowPassesBitForBit) {
+  auto m = model::load_target(dir());
+  const int64_t V = m->info().vocab_size;
+  const auto prompt = prompt_of(9, V);
+  auto whole = m->new_state();
+  std::vector<float> a(prompt.size() * size_t(V));
+  std::vector<float> b(static_cast<size_t>(V));
+  m->forward(*whole, prompt, model::PassOptions{.all_logits = true}, a.data());
+  auto rows = m->new_state();
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    m->forward(*rows, std::span<const int32_t>(&prompt[t], 1), model::PassOptions{}, b.data());
+    ASSERT_EQ(0, std::memcmp(b.data(), a.data() + t * size_t(V), size_t(V) * 4)) << "row " << t;
+  }
+  EXPECT_EQ(m->state_values(*whole), m->state_values(*rows));
+}
+
+TEST_P(MoeArch, DraftingOnEqualsOff) {
+  auto m = model::load_target(dir());
+  const int64_t V = m->info().vocab_size;
+  for (int salt = 0; salt < 3; ++salt) {
+    const auto prompt = prompt_of(8 + 3 * salt, V, salt);
+    auto st = m->new_state();
+    const auto ref = runtime::generate(*m, *st, prompt, {.max_new = 14, .stop_at_eos = false}).generated;
+    ASSERT_EQ(ref.size(), 14u);
+    runtime::NgramDrafter ngram;
+    for (int depth : {-1, 1, 4}) {
+      auto st2 = m->new_state();
+      const auto got =
+          runtime::generate(*m, *st2, prompt, {.max_new = 14, .stop_at_eos = false, .drafter = &ngram, .fixed_depth = depth})
+              .generated;
+      EXPECT_EQ(got, ref) << "depth " << depth << " prompt " << salt;
+    }
+  }
+}
+
+TEST_P(MoeArch, StreamedFromTwoHomesThroughATinyCacheEqualsResident) {
+  testing::TempDir tmp("moe-stream");
+  const std::string model = tmp / "model";
+  fs::copy(dir(), model, fs::copy_options::recursive);
+  fs::remove(model + "/expected.safetensors");
+  const auto bank = model::expert_bank_of(model);
+  ASSERT_FALSE(bank.empty());
+  store::PrepareOptions popt;
+  popt.homes = {store::parse_home_spec(tmp / "home0"), store::parse_home_spec(tmp / "home1")};
+  popt.measure = false;
+  store::prepare_experts(model, bank, popt);
+  auto engine = [&](const std::string& experts, double cache_gb, bool prefetch) {
+    runtime::EngineOptions o;
+    o.model_dir = model;
+    o.experts = experts;
+    o.cache_gb = cache_gb;
+    o.prefetch = prefetch;
+    return runtime::Engine::load(o);
+  };
+  auto resident = engine("resident", 1, false);
+  const int64_t V = resident->info().vocab_size;
+  const auto prompt = prompt_of(10, V);
+  const auto ref = all_logits(resident->model(), prompt);
+  auto st = resident->model().new_state();
+  const auto ref_tokens =
+      runtime::generate_greedy(resident->model(), *st, prompt, {.max_new = 10, .stop_at_eos = false}).generated;
+  // Fewer slots than one layer's experts: every layer evicts.
+  const double tiny = double(bank.layout.slot_bytes) * double(std::max<int64_t>(2, bank.num_experts / 3)) / 1e9;
+  for (bool prefetch : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "prefetch " << prefetch);
+    auto e = engine("stream", tiny, prefetch);
+    ASSERT_TRUE(e->streaming());
+    EXPECT_EQ(all_logits(e->model(), prompt), ref);
+    auto st2 = e->model().new_state();
+    EXPECT_EQ(runtime::generate_greedy(e->model(), *st2, prompt, {.max_new = 10, .stop_at_eos = false}).generated,
+              ref_tokens);
+    EXPECT_GT(e->store()->counters().misses, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MoeArch, ::testing::ValuesIn(kFixtures),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// ---- refusals ----
+
+std::string load_error(const std::string& d) {
+  try {
+    model::load_target(d);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+void write_json(const std::string& path, const json& j) { std::ofstream(path) << j.dump(2); }
+
+// Rewrites one tensor of a single-file checkpoint (its other tensors kept).
+void rewrite_tensors(const std::string& d, const std::function<void(std::vector<format::TensorToWrite>&)>& edit) {
+  const std::string path = d + "/model.safetensors";
+  std::vector<format::TensorToWrite> ts;
+  {
+    auto f = format::SafetensorsFile::open(path);
+    for (const auto& t : f->tensors()) {
+      format::TensorToWrite w{t.name, t.dtype, t.shape, {}};
+      w.bytes.assign(reinterpret_cast<const std::byte*>(t.data), reinterpret_cast<const std::byte*>(t.data) + t.nbytes);
+      ts.push_back(std::move(w));
+    }
+  }
+  edit(ts);
+  format::write_safetensors(path, ts, {{"format", "pt"}});
+}
+
+TEST(MoeArchRefusals, BadFp8CheckpointsNameTheTensor) {
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<format::TensorToWrite>&)> edit;
+    std::vector<std::string> want;
+  };
+  const std::string scale = "model.layers.0.self_attn.o_proj.weight_scale_inv";
+  const std::vector<Case> cases = {
+      {"missing scale",
+       [&](auto& ts) { std::erase_if(ts, [&](const auto& t) { return t.name == scale; }); },
+       {"model.layers.0.self_attn.o_proj.weight", "weight_scale_inv"}},
+      {"wrong scale grid",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == scale) t.shape = {t.shape[1], t.shape[0]};
+       },
+       {scale, "config implies"}},
+      {"bf16 scales",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == scale) {
+             t.dtype = DType::BF16;
+             t.bytes.resize(t.bytes.size() / 2);
+           }
+       },
+       {scale, "F32"}},
+      {"negative scale",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == scale) {
+             const float neg = -1.0f;
+             std::memcpy(t.bytes.data(), &neg, 4);
+           }
+       },
+       {scale, "finite and positive"}},
+      {"bad expert scale",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == "model.layers.1.mlp.experts.3.up_proj.weight_scale_inv") {
+             const float nan = std::nanf("");
+             std::memcpy(t.bytes.data(), &nan, 4);
+           }
+       },
+       {"expert 3 of layer 1", "up_proj.weight_scale_inv"}},
+  };
+  for (const Case& c : cases) {
+    testing::TempDir tmp("fp8-bad");
+    const std::string d = tmp / "m";
+    fs::copy(fixture_dir("deepseek_v3_a"), d, fs::copy_options::recursive);
+    rewrite_tensors(d, c.edit);
+    const std::string msg = load_error(d);
+    EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
+    for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
+  }
+}
+
+TEST(MoeArchRefusals, ConfigFieldsThatChangeTheMathAreRefusedByName) {
+  struct Case {
+    const char* fixture;
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"deepseek_v3_a", "unknown quant", [](json& j) { j["quantization_config"]["quant_method"] = "awq"; },
+       {"quant_method", "awq"}},
+      {"deepseek_v3_a", "int4 experts",
+       [](json& j) { j["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}}; },
+       {"compressed-tensors", "pack-quantized", "not supported"}},
+      {"deepseek_v3_a", "block 64", [](json& j) { j["quantization_config"]["weight_block_size"] = {64, 64}; },
+       {"weight_block_size"}},
+      {"deepseek_v3_a", "softmax scoring", [](json& j) { j["scoring_func"] = "softmax"; }, {"scoring_func", "softmax"}},
+      {"deepseek_v3_a", "greedy topk", [](json& j) { j["topk_method"] = "greedy"; }, {"topk_method", "greedy"}},
+      {"deepseek_v3_a", "moe freq", [](json& j) { j["moe_layer_freq"] = 2; }, {"moe_layer_freq"}},
+      {"deepseek_v3_a", "groups", [](json& j) { j["n_group"] = 3; }, {"n_group"}},
+      {"deepseek_v3_a", "attention bias", [](json& j) { j["attention_bias"] = true; }, {"attention_bias"}},
+      {"deepseek_v3_a", "rope type", [](json& j) { j["rope_scaling"]["type"] = "longrope"; }, {"rope_type", "longrope"}},
+      {"kimi_k2_b", "kv heads", [](json& j) { j["num_key_value_heads"] = 2; }, {"num_key_value_heads"}},
+      {"gpt_oss_a", "dequantized", [](json& j) { j.erase("quantization_config"); }, {"quantization_config", "mxfp4"}},
+      {"gpt_oss_a", "other quant", [](json& j) { j["quantization_config"]["quant_method"] = "fp8"; }, {"quant_method", "fp8"}},
+      {"gpt_oss_a", "layer type", [](json& j) { j["layer_types"][1] = "chunked_attention"; },
+       {"layer_types[1]", "chunked_attention"}},
+      {"gpt_oss_a", "partial rope", [](json& j) { j["rope_scaling"]["partial_rotary_factor"] = 0.5; },
+       {"partial_rotary_factor"}},
+      {"gpt_oss_a", "not mxfp4 sized", [](json& j) { j["intermediate_size"] = 48; }, {"intermediate_size", "32"}},
+      {"qwen3_moe_a", "shared expert", [](json& j) { j["shared_expert_intermediate_size"] = 64; },
+       {"shared_expert_intermediate_size"}},
+      {"qwen3_moe_a", "top-k", [](json& j) { j["num_experts_per_tok"] = 9; }, {"num_experts_per_tok"}},
+      {"qwen3_moe_a", "dense layer", [](json& j) { j["mlp_only_layers"] = {7}; }, {"mlp_only_layers", "7"}},
+      {"qwen3_moe_a", "sliding", [](json& j) { j["use_sliding_window"] = true; }, {"use_sliding_window"}},
+  };
+  for (const Case& c : cases) {
+    testing::TempDir tmp("cfg-bad");
+    const std::string d = tmp / "m";
+    fs::copy(fixture_dir(c.fixture), d, fs::copy_options::recursive);
+    json j = read_json(d + "/config.json");
+    c.edit(j);
+    write_json(d + "/config.json", j);
+    const std::string msg = load_error(d);
+    EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
+    for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
