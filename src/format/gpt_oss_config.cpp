@@ -57,8 +57,13 @@ GptOssConfig parse_gpt_oss_config(const std::string& json_text, const std::strin
          ") must be multiples of 32 for MXFP4 experts");
   c.rms_norm_eps = float(get_number_or(root, "rms_norm_eps", 1e-5, where));
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps)) fail(where, ": field 'rms_norm_eps' must be positive");
-  c.swiglu_limit = float(get_number_or(root, "swiglu_limit", 7.0, where));
-  if (!(c.swiglu_limit > 0)) fail(where, ": field 'swiglu_limit' must be positive");
+  // transformers' GptOssExperts clamps at 7.0 whatever swiglu_limit says (measured: a config with
+  // 3.0 gives 7.0's logits), OpenAI's reference at the configured value; the released models say
+  // 7.0. Another value is refused rather than read one way or the other.
+  const double limit = get_number_or(root, "swiglu_limit", 7.0, where);
+  if (limit != 7.0)
+    fail(where, ": swiglu_limit ", limit, " is not supported (transformers clamps at 7.0 whatever the config says; "
+         "the released gpt-oss models use 7.0)");
   c.attention_bias = get_bool_or(root, "attention_bias", true, where);
   c.tie_word_embeddings = get_bool_or(root, "tie_word_embeddings", false, where);
   const std::string act = get_string_or(root, "hidden_act", "silu", where);

@@ -252,6 +252,7 @@ TEST(MoeArchRefusals, ConfigFieldsThatChangeTheMathAreRefusedByName) {
        {"layer_types[1]", "chunked_attention"}},
       {"gpt_oss_a", "partial rope", [](json& j) { j["rope_scaling"]["partial_rotary_factor"] = 0.5; },
        {"partial_rotary_factor"}},
+      {"gpt_oss_a", "swiglu limit", [](json& j) { j["swiglu_limit"] = 3.0; }, {"swiglu_limit", "7.0"}},
       {"gpt_oss_a", "not mxfp4 sized", [](json& j) { j["intermediate_size"] = 48; }, {"intermediate_size", "32"}},
       {"qwen3_moe_a", "shared expert", [](json& j) { j["shared_expert_intermediate_size"] = 64; },
        {"shared_expert_intermediate_size"}},
