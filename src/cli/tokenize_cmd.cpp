@@ -126,12 +126,9 @@ Action register_tokenize(CLI::App& app) {
   cmd->add_option("text", *text, "text to encode as ordinary text (default: stdin)");
   cmd->add_option("--chat", *chat, "render this chat JSON file (messages array or {messages, tools, ...})");
   std::vector<std::string> formats = chat_format_names();
-  formats.insert(formats.begin(), {"auto", "k3"});
-  cmd->add_option("--format", *format, "chat format: auto (from the tokenizer and the model's chat template), k3, or one of " + [] {
-    std::string list;
-    for (const std::string& n : chat_format_names()) list += (list.empty() ? "" : ", ") + n;
-    return list;
-  }())->check(one_of(formats));
+  formats.insert(formats.begin(), {"auto", "k3"});  // k3: kimi_k3's older name
+  cmd->add_option("--format", *format, "chat format: auto (from the tokenizer and --model's chat template) or a name")
+      ->check(one_of(formats));
   cmd->add_flag("--json", *json, "print ids as a JSON array");
   cmd->add_flag("--rendered", *show_text, "with --chat: print the rendered prompt text instead of ids");
   return [=]() {

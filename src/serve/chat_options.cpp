@@ -59,7 +59,8 @@ tokenizer::ChatOptions chat_options_for(ChatFormat format, const ChatRequest& c)
     }
     case ChatFormat::kimi_k2_thinking:
       if (!effort.empty())
-        invalid("reasoning_effort", "Kimi-K2-Thinking always thinks and has no effort setting; leave reasoning_effort out.",
+        invalid("reasoning_effort",
+                "Kimi-K2-Thinking always thinks and has no effort setting; leave reasoning_effort out.",
                 "unsupported_value");
       refuse_controls(c, "Kimi-K2-Thinking");
       break;

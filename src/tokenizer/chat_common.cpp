@@ -76,8 +76,10 @@ void TemplateWriter::literal(std::string_view s) {
   while (!s.empty()) {
     size_t best = std::string_view::npos, best_len = 0;
     for (std::string_view sp : specials_) {
+      // The earliest special; at one position the longest spelling.
       size_t p = s.find(sp);
-      if (p < best || (p == best && p != std::string_view::npos && sp.size() > best_len)) best = p, best_len = sp.size();
+      if (p == std::string_view::npos) continue;
+      if (p < best || (p == best && sp.size() > best_len)) best = p, best_len = sp.size();
     }
     if (best == std::string_view::npos) {
       text(s);

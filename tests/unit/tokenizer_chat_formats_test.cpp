@@ -310,6 +310,14 @@ TEST(TokenizerChatFormats, OptionsAndErrors) {
   EXPECT_EQ(render_chat(oss, ChatFormat::gpt_oss, hello, o).text.rfind("<|start|>system<|message|>You are sluice.\n", 0), 0u);
   o.builtin_tools = {"shell"};
   EXPECT_THROW(render_chat(oss, ChatFormat::gpt_oss, hello, o), Error);
+  // A tool without a description (the template would fail) gets no comment line, as harmony's own
+  // renderer writes it.
+  ChatOptions bare;
+  bare.current_date = "2025-01-01";
+  bare.tools = ChatJson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
+    "properties":{"x":{"type":"string"}}}}}])");
+  EXPECT_NE(render_chat(oss, ChatFormat::gpt_oss, hello, bare).text.find("namespace functions {\n\ntype f = (_: {\nx?: string,\n"),
+            std::string::npos);
   // A tool result needs a preceding tool call; harmony tags in assistant text are refused.
   EXPECT_THROW(render_chat(oss, ChatFormat::gpt_oss, ChatJson::parse(R"([{"role":"tool","content":"r"}])")), Error);
   EXPECT_THROW(render_chat(oss, ChatFormat::gpt_oss,
