@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "store/prepare.h"
+#include "tokenizer/chat.h"
 
 namespace sluice::cli {
 
@@ -105,5 +106,18 @@ CLI::Validator one_of(std::vector<std::string> values) {
       },
       "one of " + list);
 }
+
+std::vector<std::string> chat_format_names() {
+  using tokenizer::ChatFormat;
+  std::vector<std::string> names;
+  for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3, ChatFormat::deepseek_v3, ChatFormat::deepseek_v3_0324,
+                       ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking, ChatFormat::gpt_oss})
+    names.push_back(tokenizer::chat_format_name(f));
+  return names;
+}
+
+const char* const kChatFormatHelp =
+    "Chat format (default: from the tokenizer's special tokens and the model's chat template): kimi_k3, qwen3, "
+    "deepseek_v3 (first release), deepseek_v3_0324, kimi_k2, kimi_k2_thinking, gpt_oss";
 
 }  // namespace sluice::cli

@@ -26,4 +26,8 @@ CLI::Validator home_spec();
 // Use with ->check(): the value must be one of `values`.
 CLI::Validator one_of(std::vector<std::string> values);
 
+// --chat-format: the chat format names (tokenizer::chat_format_name), and the option's help.
+std::vector<std::string> chat_format_names();
+extern const char* const kChatFormatHelp;
+
 }  // namespace sluice::cli

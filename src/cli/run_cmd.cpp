@@ -20,6 +20,7 @@
 #include "model/registry.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "serve/chat_options.h"
 #include "store/reader.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -72,6 +73,7 @@ struct RunArgs {
   runtime::EngineOptions engine;
   std::string prompt_ids, prompt_text, events;
   bool chat = false, no_think = false;
+  std::string chat_format, reasoning_effort, system_prompt;
   int64_t max_new = 32, prefill_chunk = 0, max_context = int64_t(1) << 20;
   double prefill_memory_gb = 2.0;
   bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
@@ -117,6 +119,7 @@ int run(const RunArgs& a) {
     fail(a.engine.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
   std::vector<int32_t> prompt;
   std::optional<tokenizer::ChatFormat> chat_format;
+  tokenizer::ChatOptions chat_options;
   // A prompt must leave room for one generated token; text stops being encoded once it cannot.
   const size_t max_prompt = size_t(a.max_context - 1);
   bool too_long = false;
@@ -124,14 +127,27 @@ int run(const RunArgs& a) {
     prompt = parse_ids(a.prompt_ids);
     too_long = prompt.size() > max_prompt;
   } else if (a.chat) {
-    chat_format = tokenizer::detect_chat_format(*tok);
-    if (!chat_format) fail(a.engine.model_dir, ": --chat: the tokenizer has no chat special tokens (K3 or Qwen3)");
+    chat_format = a.chat_format.empty()
+                      ? tokenizer::detect_chat_format(*tok, tokenizer::read_chat_template(a.engine.model_dir))
+                      : tokenizer::chat_format_from_name(a.chat_format);
+    if (!chat_format)
+      fail(a.engine.model_dir, ": --chat: the tokenizer has no chat special tokens (Kimi K3, Qwen3, DeepSeek-V3, ",
+           "Kimi K2 or gpt-oss); give --chat-format");
     tokenizer::ChatJson messages = tokenizer::ChatJson::array();
+    if (!a.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", a.system_prompt}});
     messages.push_back({{"role", "user"}, {"content", a.prompt_text}});
-    tokenizer::ChatOptions co;
-    co.thinking = !a.no_think;
-    co.max_ids = max_prompt;
-    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tok, *chat_format, messages, co);
+    // The same per-format rules as the server's reasoning_effort ("none" is --no-think).
+    serve::ChatRequest request;
+    request.reasoning_effort = a.no_think ? "none" : a.reasoning_effort;
+    if (a.no_think && !a.reasoning_effort.empty()) fail("give --no-think or --reasoning-effort, not both");
+    try {
+      chat_options = serve::chat_options_for(*chat_format, request);
+    } catch (const serve::ApiError& e) {
+      fail("--chat (", tokenizer::chat_format_name(*chat_format), "): ",
+           a.no_think ? "--no-think: " : "--reasoning-effort: ", e.message);
+    }
+    chat_options.max_ids = max_prompt;
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tok, *chat_format, messages, chat_options);
     prompt = std::move(rendered.ids);
     too_long = rendered.too_long;
   } else {
@@ -168,21 +184,27 @@ int run(const RunArgs& a) {
   // reply is split into reasoning and answer, and markers never reach the terminal.
   tokenizer::Utf8StreamDecoder utf8;
   std::unique_ptr<tokenizer::ReplyStream> reply;
-  if (chat_format) reply = std::make_unique<tokenizer::ReplyStream>(*tok, *chat_format, !a.no_think);
-  bool in_content = false;
+  if (chat_format)
+    reply = std::make_unique<tokenizer::ReplyStream>(*tok, *chat_format,
+                                                     tokenizer::prompt_opens_think(*chat_format, chat_options));
+  bool in_content = false, printed_reasoning = false;
   auto print_delta = [&](const tokenizer::ReplyStream::Delta& d) {
     if (!d.reasoning.empty()) std::printf("%s", d.reasoning.c_str());
+    printed_reasoning = printed_reasoning || !d.reasoning.empty();
     if (!d.content.empty()) {
-      if (!in_content && !a.no_think) std::printf("\n--- answer ---\n");
+      if (!in_content && printed_reasoning) std::printf("\n--- answer ---\n");
       in_content = true;
       std::printf("%s", d.content.c_str());
     }
   };
   auto on_token = [&](int32_t id) {
     if (tok && !a.prompt_text.empty()) {
-      if (a.json) return;
       if (reply) {
-        print_delta(reply->push(std::span<const int32_t>(&id, 1)));
+        // --json reports the split reply at the end, so the parser sees every token either way.
+        tokenizer::ReplyStream::Delta d = reply->push(std::span<const int32_t>(&id, 1));
+        if (!a.json) print_delta(d);
+      } else if (a.json) {
+        return;
       } else if (!tok->is_special(id)) {
         std::string out = utf8.push(tok->token_bytes(id));
         std::printf("%s", out.c_str());
@@ -254,10 +276,26 @@ int run(const RunArgs& a) {
                         {"proposed", r.proposed},
                         {"accepted", r.accepted}};
     if (tok) j["text"] = tokenizer::utf8_replace_invalid(tok->decode(r.generated));
+    if (reply) {
+      // The reply split as the server reports it.
+      tokenizer::ParsedReply parsed = reply->finish();
+      j["reasoning"] = tokenizer::utf8_replace_invalid(parsed.reasoning);
+      j["content"] = tokenizer::utf8_replace_invalid(parsed.content);
+      j["tool_calls"] = nlohmann::json::array();
+      for (const auto& c : parsed.tool_calls)
+        j["tool_calls"].push_back({{"id", tokenizer::utf8_replace_invalid(c.id)},
+                                   {"name", tokenizer::utf8_replace_invalid(c.name)},
+                                   {"arguments", tokenizer::utf8_replace_invalid(c.arguments)}});
+    }
     if (a.top_logits > 0) j["top_logits"] = std::move(top_logits);
     std::printf("%s\n", j.dump().c_str());
   } else {
-    if (reply) print_delta(reply->flush());
+    if (reply) {
+      print_delta(reply->flush());
+      for (const auto& c : reply->finish().tool_calls)
+        std::printf("\n--- tool call %s ---\n%s", tokenizer::utf8_replace_invalid(c.name).c_str(),
+                    tokenizer::utf8_replace_invalid(c.arguments).c_str());
+    }
     else if (tok && !a.prompt_text.empty()) std::printf("%s", utf8.finish().c_str());
     std::printf("\n");
   }
@@ -292,8 +330,16 @@ Action register_run(CLI::App& app) {
   sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
   auto* ids_opt = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   sub->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the model's tokenizer)")->excludes(ids_opt);
-  sub->add_flag("--chat", a->chat, "Render --prompt as one user message in the model's chat format (K3 or Qwen3)");
-  sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer)");
+  sub->add_flag("--chat", a->chat,
+                "Render --prompt as one user message in the model's chat format (Kimi K3, Qwen3, DeepSeek-V3, Kimi K2, "
+                "gpt-oss)");
+  sub->add_option("--chat-format", a->chat_format, kChatFormatHelp)->check(one_of(chat_format_names()));
+  sub->add_option("--system", a->system_prompt, "With --chat: a system message before the user message");
+  sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer; K3, Qwen3)");
+  sub->add_option("--reasoning-effort", a->reasoning_effort,
+                  "With --chat: Kimi K3's thinking effort (low, high, max) or gpt-oss's reasoning effort (low, medium, "
+                  "high)")
+      ->check(one_of({"low", "medium", "high", "max"}));
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->transform(integer_in(0, INT32_MAX));
   sub->add_option("--max-context", a->max_context,
                   "Most tokens of prompt plus generated ones (a longer prompt is refused, --max-new is cut to fit)")

@@ -81,6 +81,7 @@ Action register_serve(CLI::App& app) {
       ->default_val(10)->transform(integer_in(1, 600));
   sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");
+  sub->add_option("--chat-format", o->chat_format, kChatFormatHelp)->check(one_of(chat_format_names()));
   sub->add_flag("--no-state-reuse", *no_reuse, "Always prefill the whole prompt (never continue the last conversation's state)");
   sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")
       ->default_val("auto")

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/arg_lists.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "format/json_util.h"
@@ -65,12 +66,18 @@ void read_chat_options(const tokenizer::ChatJson& doc, tokenizer::ChatOptions& o
   opt.response_format = doc.value("response_format", ChatJson());
   opt.default_effort_message = doc.value("default_effort_message", true);
   opt.empty_think_in_history = doc.value("empty_think_in_history", true);
+  // gpt-oss's template arguments (its reasoning effort is "reasoning_effort" too).
+  opt.reasoning_effort = doc.value("reasoning_effort", std::string());
+  opt.current_date = doc.value("current_date", std::string());
+  if (doc.contains("model_identity")) opt.model_identity = doc["model_identity"].get<std::string>();
+  opt.builtin_tools = doc.value("builtin_tools", std::vector<std::string>());
 }
 
 // Chat file: an array of messages, or {"messages": [...], "tools", "add_generation_prompt",
-// "enable_thinking" | "thinking", "thinking_effort" | "reasoning_effort", "tool_choice", "response_format"}.
+// "enable_thinking" | "thinking", "thinking_effort" | "reasoning_effort", "tool_choice", "response_format",
+// "current_date", "model_identity", "builtin_tools"}.
 tokenizer::RenderedChat render_chat_file(const tokenizer::Tokenizer& tok, const std::string& path,
-                                         const std::string& format_name) {
+                                         const std::string& format_name, const std::string& model_dir) {
   using tokenizer::ChatJson;
   bool too_deep = false;
   ChatJson doc = format::parse_json_or_discarded<ChatJson>(tokenizer::read_whole_file(path), &too_deep);
@@ -89,8 +96,8 @@ tokenizer::RenderedChat render_chat_file(const tokenizer::Tokenizer& tok, const 
   }
   std::optional<tokenizer::ChatFormat> format;
   if (format_name == "k3") format = tokenizer::ChatFormat::kimi_k3;
-  else if (format_name == "qwen3") format = tokenizer::ChatFormat::qwen3;
-  else format = tokenizer::detect_chat_format(tok);
+  else if (format_name != "auto") format = tokenizer::chat_format_from_name(format_name);
+  else format = tokenizer::detect_chat_format(tok, model_dir.empty() ? "" : tokenizer::read_chat_template(model_dir));
   SLUICE_CHECK(format.has_value(), path, ": no chat format for this tokenizer (", tok.describe(), "); pass --format");
   return tokenizer::render_chat(tok, *format, messages, opt);
 }
@@ -118,14 +125,17 @@ Action register_tokenize(CLI::App& app) {
   add_source_options(cmd, *src);
   cmd->add_option("text", *text, "text to encode as ordinary text (default: stdin)");
   cmd->add_option("--chat", *chat, "render this chat JSON file (messages array or {messages, tools, ...})");
-  cmd->add_option("--format", *format, "chat format: auto, k3, qwen3")->check(CLI::IsMember({"auto", "k3", "qwen3"}));
+  std::vector<std::string> formats = chat_format_names();
+  formats.insert(formats.begin(), {"auto", "k3"});  // k3: kimi_k3's older name
+  cmd->add_option("--format", *format, "chat format: auto (from the tokenizer and --model's chat template) or a name")
+      ->check(one_of(formats));
   cmd->add_flag("--json", *json, "print ids as a JSON array");
   cmd->add_flag("--rendered", *show_text, "with --chat: print the rendered prompt text instead of ids");
   return [=]() {
     auto tok = open_tokenizer(*src);
     if (!chat->empty()) {
       SLUICE_CHECK(text->empty(), "give either TEXT or --chat, not both");
-      tokenizer::RenderedChat r = render_chat_file(*tok, *chat, *format);
+      tokenizer::RenderedChat r = render_chat_file(*tok, *chat, *format, src->model_dir);
       if (*show_text) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
       else print_ids(r.ids, *json);
       return 0;

@@ -398,9 +398,11 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
   if (auto re = body.find("reasoning_effort"); re != body.end() && !re->is_null()) {
     if (!re->is_string()) wrong_type("reasoning_effort", *re, "a string");
     std::string v = re->get<std::string>();
-    if (v != "low" && v != "high" && v != "max" && v != "none")
+    // Which efforts a model takes depends on its chat format (serve/chat_options.cpp).
+    if (v != "low" && v != "medium" && v != "high" && v != "max" && v != "none")
       invalid("reasoning_effort",
-              "Invalid value for 'reasoning_effort': '" + v + "' (supported: low, high, max; none turns thinking off).",
+              "Invalid value for 'reasoning_effort': '" + v +
+                  "' (supported: low, medium, high, max; none turns thinking off).",
               "invalid_value");
     r.reasoning_effort = v;
   }

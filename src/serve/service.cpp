@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "runtime/generate.h"
+#include "serve/chat_options.h"
 #include "serve/sse.h"
 #include "serve/stop_matcher.h"
 #include "tokenizer/utf8.h"
@@ -76,7 +77,7 @@ Json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
 Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, const std::function<std::string()>& new_id) {
   Json out = Json::array();
   for (const auto& c : calls)
-    out.push_back(Json{{"id", new_id()},
+    out.push_back(Json{{"id", c.id.empty() ? new_id() : clean(c.id)},
                        {"type", "function"},
                        {"function", {{"name", clean(c.name)}, {"arguments", clean(c.arguments)}}}});
   return out;
@@ -96,7 +97,12 @@ Service::Service(const ServeOptions& options) : opt_(options), admission_(option
   if (!tokenizer_)
     fail(opt_.engine.model_dir, ": no tokenizer (tiktoken.model + tokenizer_config.json, or tokenizer.json); ",
          "the server needs one to render chats and decode replies");
-  format_ = tokenizer::detect_chat_format(*tokenizer_);
+  if (opt_.chat_format.empty()) {
+    format_ = tokenizer::detect_chat_format(*tokenizer_, tokenizer::read_chat_template(opt_.engine.model_dir));
+  } else {
+    format_ = tokenizer::chat_format_from_name(opt_.chat_format);
+    SLUICE_CHECK(format_.has_value(), "--chat-format: unknown chat format '", opt_.chat_format, "'");
+  }
   const int64_t vocab = engine_->info().vocab_size;
   if (tokenizer_->vocab_size() > vocab)
     fail(opt_.engine.model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " ids but the model only ", vocab,
@@ -173,35 +179,22 @@ PreparedRequest Service::prepare_completion(const std::string& body, const std::
 PreparedRequest Service::prepare_chat(const std::string& body, const std::function<void()>& admit) {
   ChatRequest c = parse_chat_request(parse_body(body), limits_);
   if (!format_)
-    throw ApiError(400, "This model's tokenizer has no chat format (Kimi K3 or Qwen3 specials); use /v1/completions.",
+    throw ApiError(400, "This model's tokenizer has no chat format (the special tokens of Kimi K3, Qwen3, DeepSeek-V3, "
+                   "Kimi K2 or gpt-oss); use /v1/completions.",
                    "invalid_request_error", "messages", "chat_unsupported");
-  tokenizer::ChatOptions co;
-  co.thinking = c.reasoning_effort != "none";
-  co.tools = c.tools;
-  if (*format_ == tokenizer::ChatFormat::kimi_k3) {
-    if (co.thinking) co.thinking_effort = c.reasoning_effort;
-    co.tool_choice = c.tool_choice;
-    co.response_format = c.response_format;
-  } else {
-    if (!c.reasoning_effort.empty() && c.reasoning_effort != "none")
-      invalid("reasoning_effort", "Qwen3 models have no thinking effort; give 'none' (thinking off) or leave it out.",
-              "unsupported_value");
-    if (c.tool_choice == "none" || c.tool_choice == "required")
-      invalid("tool_choice", "Qwen3's chat format has no tool_choice control; give 'auto' or leave it out.",
-              "unsupported_value");
-    if (!c.response_format.is_null())
-      invalid("response_format", "Qwen3's chat format has no response_format control; give type 'text'.",
-              "unsupported_value");
-  }
+  tokenizer::ChatOptions co = chat_options_for(*format_, c);
   if (admit) admit();
   PreparedRequest p;
   p.chat = true;
   p.format = *format_;
-  p.opened_think = *format_ == tokenizer::ChatFormat::kimi_k3 && co.thinking;
+  p.opened_think = tokenizer::prompt_opens_think(*format_, co);
   co.max_ids = size_t(opt_.max_context - 1);
   bool too_long = false;
   try {
-    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tokenizer_, *format_, c.messages, co);
+    // Tool-call arguments in the form the template expects (DeepSeek concatenates JSON text; Kimi
+    // K2 and gpt-oss JSON-print objects).
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(
+        *tokenizer_, *format_, tokenizer::adapt_tool_arguments(*format_, c.messages), co);
     p.prompt = std::move(rendered.ids);
     too_long = rendered.too_long;
   } catch (const Error& e) {

@@ -40,6 +40,9 @@ struct ServeOptions {
   // memory (each costs a few times its size while parsed).
   size_t max_request_bytes_in_flight = 0;
   bool state_reuse = true;
+  // A chat format name (tokenizer::chat_format_name); empty: detected from the tokenizer and the
+  // model directory's chat template.
+  std::string chat_format;
 };
 
 // A validated, tokenized request ready to run.

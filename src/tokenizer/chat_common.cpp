@@ -1,10 +1,13 @@
-// Shared chat helpers (chat_internal.h), Python-style JSON printing, format detection and the
-// render_chat entry point.
+// Shared chat helpers (chat_internal.h), Python-style JSON printing, format names and detection, the
+// model directory's chat template, tool-argument adaptation and the render_chat entry point.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/error.h"
+#include "format/json_util.h"
 #include "tokenizer/chat_internal.h"
+#include "tokenizer/token_table.h"
 
 namespace sluice::tokenizer {
 namespace chat_detail {
@@ -67,6 +70,54 @@ int32_t require_special(const Tokenizer& tok, const std::string& spelling, const
   auto id = tok.special_id(spelling);
   SLUICE_CHECK(id.has_value(), format, " chat: the tokenizer (", tok.describe(), ") has no special token ", spelling);
   return *id;
+}
+
+void TemplateWriter::literal(std::string_view s) {
+  while (!s.empty()) {
+    size_t best = std::string_view::npos, best_len = 0;
+    for (std::string_view sp : specials_) {
+      // The earliest special; at one position the longest spelling.
+      size_t p = s.find(sp);
+      if (p == std::string_view::npos) continue;
+      if (p < best || (p == best && sp.size() > best_len)) best = p, best_len = sp.size();
+    }
+    if (best == std::string_view::npos) {
+      text(s);
+      return;
+    }
+    text(s.substr(0, best));
+    segments.push_back(ChatSegment{std::string(s.substr(best, best_len)), true});
+    s.remove_prefix(best + best_len);
+  }
+}
+
+void TemplateWriter::text(std::string_view s) {
+  if (s.empty()) return;
+  if (!segments.empty() && !segments.back().special) segments.back().text += s;
+  else segments.push_back(ChatSegment{std::string(s), false});
+}
+
+std::string field_text(const ChatJson& m, const char* key) {
+  auto it = m.find(key);
+  return it == m.end() ? std::string() : python_str(*it);
+}
+
+const ChatJson& call_function(const ChatJson& call) {
+  return call.is_object() && call.contains("function") && call["function"].is_object() ? call["function"] : call;
+}
+
+std::string_view generated_bytes(const Tokenizer& tok, int32_t id) {
+  try {
+    return tok.token_bytes(id);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+size_t code_points(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
 }
 
 RenderedChat encode_segments(const Tokenizer& tok, std::vector<ChatSegment> segments, const char* format,
@@ -136,11 +187,101 @@ std::string python_json_dumps(const ChatJson& value, bool compact) {
   return out;
 }
 
-std::optional<ChatFormat> detect_chat_format(const Tokenizer& tok) {
+namespace {
+
+struct FormatName {
+  ChatFormat format;
+  const char* name;
+};
+constexpr FormatName kFormatNames[] = {
+    {ChatFormat::kimi_k3, "kimi_k3"},         {ChatFormat::qwen3, "qwen3"},
+    {ChatFormat::deepseek_v3, "deepseek_v3"}, {ChatFormat::deepseek_v3_0324, "deepseek_v3_0324"},
+    {ChatFormat::kimi_k2, "kimi_k2"},         {ChatFormat::kimi_k2_thinking, "kimi_k2_thinking"},
+    {ChatFormat::gpt_oss, "gpt_oss"},
+};
+
+// Python json.dumps of an object's values, for DeepSeek's concatenated arguments.
+void adapt_arguments(ChatJson& fn, ChatFormat format) {
+  auto it = fn.find("arguments");
+  if (it == fn.end()) return;
+  if (format == ChatFormat::deepseek_v3 || format == ChatFormat::deepseek_v3_0324) {
+    if (!it->is_string() && !it->is_null()) *it = python_json_dumps(*it, false);
+  } else if (format == ChatFormat::kimi_k2 || format == ChatFormat::gpt_oss) {
+    if (!it->is_string()) return;
+    ChatJson parsed = format::parse_json_or_discarded<ChatJson>(it->get_ref<const std::string&>());
+    if (!parsed.is_discarded()) *it = std::move(parsed);
+  }
+}
+
+}  // namespace
+
+const char* chat_format_name(ChatFormat format) {
+  for (const FormatName& f : kFormatNames)
+    if (f.format == format) return f.name;
+  return "unknown";
+}
+
+std::optional<ChatFormat> chat_format_from_name(std::string_view name) {
+  for (const FormatName& f : kFormatNames)
+    if (name == f.name) return f.format;
+  return std::nullopt;
+}
+
+std::optional<ChatFormat> detect_chat_format(const Tokenizer& tok, std::string_view chat_template) {
   auto has = [&](const char* s) { return tok.special_id(s).has_value(); };
   if (has("<|open|>") && has("<|close|>") && has("<|sep|>") && has("<|end_of_msg|>")) return ChatFormat::kimi_k3;
+  if (has("<|start|>") && has("<|channel|>") && has("<|message|>") && has("<|end|>") && has("<|return|>") &&
+      has("<|call|>"))
+    return ChatFormat::gpt_oss;
+  if (has("<｜User｜>") && has("<｜Assistant｜>") && has("<｜end▁of▁sentence｜>") && has("<｜tool▁calls▁begin｜>")) {
+    bool first_release = !chat_template.empty() && chat_template.find("is_last_user") == std::string_view::npos;
+    return first_release ? ChatFormat::deepseek_v3 : ChatFormat::deepseek_v3_0324;
+  }
+  if (has("<|im_user|>") && has("<|im_assistant|>") && has("<|im_system|>") && has("<|im_middle|>") &&
+      has("<|im_end|>")) {
+    bool thinking = chat_template.empty() ? has("<think>") : chat_template.find("<think>") != std::string_view::npos;
+    return thinking ? ChatFormat::kimi_k2_thinking : ChatFormat::kimi_k2;
+  }
   if (has("<|im_start|>") && has("<|im_end|>") && has("<think>") && has("</think>")) return ChatFormat::qwen3;
   return std::nullopt;
+}
+
+std::string read_chat_template(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir(model_dir);
+  if (fs::is_regular_file(dir / "chat_template.jinja", ec)) return read_whole_file((dir / "chat_template.jinja").string());
+  fs::path config = dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(config, ec)) return "";
+  bool too_deep = false;
+  ChatJson root = format::parse_json_or_discarded<ChatJson>(read_whole_file(config.string()), &too_deep);
+  SLUICE_CHECK(!too_deep && !root.is_discarded() && root.is_object(), config.string(), ": not a JSON object");
+  auto it = root.find("chat_template");
+  if (it == root.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  SLUICE_CHECK(it->is_array(), config.string(), ": chat_template must be a string or a list of {name, template}");
+  for (const ChatJson& e : *it)
+    if (e.is_object() && e.value("name", std::string()) == "default" && e.contains("template") && e["template"].is_string())
+      return e["template"].get<std::string>();
+  return "";
+}
+
+bool prompt_opens_think(ChatFormat format, const ChatOptions& options) {
+  return format == ChatFormat::kimi_k3 && options.thinking && options.add_generation_prompt;
+}
+
+ChatJson adapt_tool_arguments(ChatFormat format, const ChatJson& messages) {
+  ChatJson out = messages;
+  if (!out.is_array()) return out;
+  for (ChatJson& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (ChatJson& call : m["tool_calls"]) {
+      if (!call.is_object()) continue;
+      if (call.contains("function") && call["function"].is_object()) adapt_arguments(call["function"], format);
+      else adapt_arguments(call, format);
+    }
+  }
+  return out;
 }
 
 RenderedChat render_chat(const Tokenizer& tok, ChatFormat format, const ChatJson& messages,
@@ -152,8 +293,16 @@ RenderedChat render_chat(const Tokenizer& tok, ChatFormat format, const ChatJson
                  "].role must be a string");
   }
   try {
-    return format == ChatFormat::kimi_k3 ? chat_detail::render_k3(tok, messages, options)
-                                         : chat_detail::render_qwen3(tok, messages, options);
+    switch (format) {
+      case ChatFormat::kimi_k3: return chat_detail::render_k3(tok, messages, options);
+      case ChatFormat::qwen3: return chat_detail::render_qwen3(tok, messages, options);
+      case ChatFormat::deepseek_v3: return chat_detail::render_deepseek_v3(tok, messages, options, false);
+      case ChatFormat::deepseek_v3_0324: return chat_detail::render_deepseek_v3(tok, messages, options, true);
+      case ChatFormat::kimi_k2: return chat_detail::render_kimi_k2(tok, messages, options, false);
+      case ChatFormat::kimi_k2_thinking: return chat_detail::render_kimi_k2(tok, messages, options, true);
+      case ChatFormat::gpt_oss: return chat_detail::render_harmony(tok, messages, options);
+    }
+    fail("chat: unknown chat format");
   } catch (const nlohmann::json::exception& e) {
     // A field of an unexpected JSON type somewhere in the messages or options.
     fail("chat: malformed messages or options: ", e.what());

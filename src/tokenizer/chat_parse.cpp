@@ -1,7 +1,8 @@
-// Reply parsers: split generated output into reasoning, content and tool calls. K3 works on ids
-// (its markers are special tokens around ordinary tag names); Qwen3 works on the decoded text. Both
-// are incremental state machines that only ever append to their results, so ReplyStream's deltas
-// never need retracting and a long reply costs linear time.
+// Reply parsers for K3 and Qwen3, and ReplyStream: split generated output into reasoning, content
+// and tool calls. K3 works on ids (its markers are special tokens around ordinary tag names); Qwen3
+// works on the decoded text. Both are incremental state machines that only ever append to their
+// results, so ReplyStream's deltas never need retracting and a long reply costs linear time. The
+// other formats' parsers live in chat_parse_*.cpp.
 #include <algorithm>
 
 #include "core/error.h"
@@ -10,14 +11,6 @@
 #include "tokenizer/utf8.h"
 
 namespace sluice::tokenizer {
-
-struct ReplyStream::Parser {
-  virtual ~Parser() = default;
-  virtual void feed(const Tokenizer& tok, std::span<const int32_t> ids) = 0;
-  // Releases withheld text (end of output).
-  virtual void finish() = 0;
-  ParsedReply reply;
-};
 
 namespace {
 
@@ -288,10 +281,32 @@ ParsedReply parse_qwen3_reply(std::string_view text, bool opened_think) {
   return std::move(p.reply);
 }
 
+namespace chat_detail {
+std::unique_ptr<ReplyStream::Parser> make_k3_parser(const Tokenizer& tok, bool opened_think) {
+  return std::make_unique<K3Parser>(tok, opened_think);
+}
+std::unique_ptr<ReplyStream::Parser> make_qwen3_parser(bool opened_think) {
+  return std::make_unique<Qwen3Parser>(opened_think);
+}
+}  // namespace chat_detail
+
 ReplyStream::ReplyStream(const Tokenizer& tokenizer, ChatFormat format, bool prompt_opened_think)
     : tokenizer_(tokenizer) {
-  if (format == ChatFormat::kimi_k3) parser_ = std::make_unique<K3Parser>(tokenizer, prompt_opened_think);
-  else parser_ = std::make_unique<Qwen3Parser>(prompt_opened_think);
+  switch (format) {
+    case ChatFormat::kimi_k3: parser_ = chat_detail::make_k3_parser(tokenizer, prompt_opened_think); break;
+    case ChatFormat::qwen3: parser_ = chat_detail::make_qwen3_parser(prompt_opened_think); break;
+    case ChatFormat::deepseek_v3:
+    case ChatFormat::deepseek_v3_0324: parser_ = chat_detail::make_deepseek_parser(tokenizer); break;
+    case ChatFormat::kimi_k2:
+    case ChatFormat::kimi_k2_thinking: parser_ = chat_detail::make_kimi_k2_parser(tokenizer, prompt_opened_think); break;
+    case ChatFormat::gpt_oss: parser_ = chat_detail::make_harmony_parser(tokenizer); break;
+  }
+}
+
+ParsedReply parse_reply(const Tokenizer& tok, ChatFormat format, std::span<const int32_t> ids, bool opened_think) {
+  ReplyStream stream(tok, format, opened_think);
+  stream.push(ids);
+  return stream.finish();
 }
 
 ReplyStream::~ReplyStream() = default;

@@ -9,38 +9,8 @@ namespace sluice::tokenizer::chat_detail {
 namespace {
 
 // Specials that appear in the template's own literals.
-const char* const kTemplateSpecials[] = {"<|im_start|>", "<|im_end|>",  "<think>",         "</think>",
-                                         "<tool_call>",  "</tool_call>", "<tool_response>", "</tool_response>"};
-
-class ChatMl {
- public:
-  std::vector<ChatSegment> segments;
-
-  // Trusted template text: special spellings in it become special tokens.
-  void literal(std::string_view s) {
-    while (!s.empty()) {
-      size_t best = std::string_view::npos, best_len = 0;
-      for (const char* sp : kTemplateSpecials) {
-        size_t p = s.find(sp);
-        if (p < best) best = p, best_len = std::string_view(sp).size();
-      }
-      if (best == std::string_view::npos) {
-        text(std::string(s));
-        return;
-      }
-      text(std::string(s.substr(0, best)));
-      segments.push_back(ChatSegment{std::string(s.substr(best, best_len)), true});
-      s.remove_prefix(best + best_len);
-    }
-  }
-  // Untrusted text: always ordinary; joins the preceding ordinary text (Hugging Face encodes the
-  // whole run between two specials at once).
-  void text(const std::string& s) {
-    if (s.empty()) return;
-    if (!segments.empty() && !segments.back().special) segments.back().text += s;
-    else segments.push_back(ChatSegment{s, false});
-  }
-};
+const std::vector<std::string_view> kTemplateSpecials = {"<|im_start|>", "<|im_end|>",  "<think>",         "</think>",
+                                                         "<tool_call>",  "</tool_call>", "<tool_response>", "</tool_response>"};
 
 std::string strip_chars(std::string s, bool left, bool right) {
   if (right) {
@@ -59,7 +29,7 @@ bool ends_with(const std::string& s, const std::string& p) {
 }  // namespace
 
 RenderedChat render_qwen3(const Tokenizer& tok, const ChatJson& messages, const ChatOptions& o) {
-  ChatMl out;
+  TemplateWriter out(kTemplateSpecials);
   auto role = [&](size_t i) { return messages[i]["role"].get<std::string>(); };
   auto content = [&](size_t i) {
     return content_text(messages[i].value("content", ChatJson()), cat("chat: messages[", i, "]"));

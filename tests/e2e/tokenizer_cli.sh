@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: `sluice tokenize` / `sluice detokenize` on real rank files and tokenizer.json (fetched by
-# scripts/fetch-tokenizer-data.sh), a K3-layout model directory with --chat, byte-exact round trips
+# scripts/fetch-tokenizer-data.sh), K3-layout, DeepSeek-V3 and Kimi K2 model directories with --chat
+# (formats and template revisions detected from the directory), byte-exact round trips
 # through stdin (NUL, invalid UTF-8), and one-line errors (exit 1) for bad files and arguments.
 # Usage: tokenizer_cli.sh <sluice-binary> <source-dir>. Prints SKIP and passes when offline.
 set -euo pipefail
@@ -54,6 +55,51 @@ opens=$(tr ' ' '\n' <"$work/chat_ids.txt" | grep -c '^200001$' || true)
 [ "$opens" = 4 ] || fail "K3 render has $opens <|open|> ids, want 4 (user text must stay ordinary)"
 "$sluice" detokenize --model "$model" <"$work/chat_ids.txt" >"$work/chat_text.txt"
 cmp -s "$work/chat_text.txt" "$work/rendered.txt" || fail "detokenized chat ids differ from the rendered text"
+
+# DeepSeek-V3 and Kimi K2 model directories: the chat format and its revision come from the tokenizer
+# and the model's own template, and the render equals the jinja2 oracle's (chat_template_cases.json).
+# case_file TEMPLATE N OUT: the Nth conversation rendered with TEMPLATE, as a chat file + OUT.expected.
+case_file() {
+  python3 - "$src/tests/fixtures/tokenizer/chat_template_cases.json" "$1" "$2" "$3" <<'PY'
+import json, sys
+fx = json.load(open(sys.argv[1], encoding="utf-8"))
+case = [c for c in fx["cases"] if c["template"] == sys.argv[2]][int(sys.argv[3])]
+doc = {k: v for k, v in case.items() if k not in ("template", "text")}
+if "tools" in doc:
+    doc["tools"] = fx["tool_sets"][doc["tools"]]
+doc.setdefault("add_generation_prompt", False)
+json.dump(doc, open(sys.argv[4], "w", encoding="utf-8"), ensure_ascii=False)
+open(sys.argv[4] + ".expected", "w", encoding="utf-8").write(case["text"])
+PY
+}
+check_render() {  # MODEL_DIR TEMPLATE N
+  case_file "$2" "$3" "$work/case.json"
+  "$sluice" tokenize --model "$1" --chat "$work/case.json" --rendered >"$work/case.txt"
+  cmp -s "$work/case.txt" "$work/case.json.expected" || fail "$2 case $3 from $1 renders differently: $(cat "$work/case.txt")"
+}
+ds=$work/deepseek
+mkdir -p "$ds"
+cp "$data/deepseek_v3/tokenizer.json" "$data/deepseek_v3/tokenizer_config.json" "$ds/"  # the Dec 2024 template
+check_render "$ds" deepseek_v3 4
+check_render "$ds" deepseek_v3 7
+cp "$src/tests/fixtures/tokenizer/templates/deepseek-ai-DeepSeek-V3-0324.jinja" "$ds/chat_template.jinja"
+check_render "$ds" deepseek_v3_0324 4
+k2=$work/kimi_k2
+mkdir -p "$k2"
+head -n 163584 "$data/o200k_base.tiktoken" >"$k2/tiktoken.model"  # o200k ranks in the place of Kimi's
+python3 - "$src/tests/fixtures/tokenizer/templates/moonshotai-Kimi-K2-Instruct.jinja" "$k2/tokenizer_config.json" <<'PY'
+import json, sys
+names = {163584: "[BOS]", 163585: "[EOS]", 163586: "<|im_end|>", 163587: "<|im_user|>", 163588: "<|im_assistant|>",
+         163594: "<|im_system|>", 163595: "<|tool_calls_section_begin|>", 163596: "<|tool_calls_section_end|>",
+         163597: "<|tool_call_begin|>", 163598: "<|tool_call_argument_begin|>", 163599: "<|tool_call_end|>",
+         163601: "<|im_middle|>", 163606: "<think>", 163607: "</think>"}
+config = {"added_tokens_decoder": {str(i): {"content": n, "special": True} for i, n in names.items()},
+          "chat_template": open(sys.argv[1], encoding="utf-8").read()}
+json.dump(config, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+check_render "$k2" kimi_k2 6
+"$sluice" tokenize --model "$k2" --format kimi_k2_thinking --chat "$work/case.json" --rendered >"$work/case.txt"
+grep -q '<think></think>' "$work/case.txt" || fail "--format kimi_k2_thinking did not override the model's template"
 
 # Errors: one line naming the file/field, exit status 1 (never a crash or an internal error).
 expect_error() {

@@ -2,14 +2,18 @@
 // /v1/chat/completions; the GET routes read no body) and for what a chat request feeds the chat
 // templates: the input is the raw body. parse_body and both request parsers may only succeed or
 // throw serve::ApiError with a 4xx status (whose error body must dump); an accepted chat request is
-// rendered in both chat formats with the options serve/service.cpp derives from it (K3: effort,
-// tool_choice, response_format; Qwen3 only without them), which may only succeed or throw
-// sluice::Error, and must produce ids for the prompt.
-// fuzz-sources: src/serve/openai_request.cpp src/format/json_util.cpp src/core/regular_file.cpp
+// rendered in every chat format with the options serve/chat_options.cpp derives from it (a format
+// that refuses the request is skipped), which may only succeed or throw sluice::Error, and must
+// produce ids that spell the rendered text.
+// fuzz-sources: src/serve/openai_request.cpp src/serve/chat_options.cpp src/format/json_util.cpp
+// fuzz-sources: src/core/regular_file.cpp
 // fuzz-sources: src/tokenizer/utf8.cpp src/tokenizer/byte_pair.cpp src/tokenizer/regex_splitter.cpp
 // fuzz-sources: src/tokenizer/tiktoken_bpe.cpp src/tokenizer/token_table.cpp src/tokenizer/hf_tokenizer.cpp
 // fuzz-sources: src/tokenizer/unicode_nfc.cpp src/tokenizer/unicode_nfc_data.cpp src/tokenizer/chat_common.cpp
 // fuzz-sources: src/tokenizer/chat_k3.cpp src/tokenizer/chat_qwen3.cpp src/tokenizer/chat_parse.cpp
+// fuzz-sources: src/tokenizer/chat_deepseek.cpp src/tokenizer/chat_kimi_k2.cpp src/tokenizer/chat_harmony.cpp
+// fuzz-sources: src/tokenizer/chat_harmony_tools.cpp src/tokenizer/chat_parse_deepseek.cpp
+// fuzz-sources: src/tokenizer/chat_parse_kimi_k2.cpp src/tokenizer/chat_parse_harmony.cpp
 // fuzz-libs: -lpcre2-8
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +22,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "serve/chat_options.h"
 #include "serve/openai_request.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -39,38 +44,43 @@ std::string b64_byte(int b) {
   return out;
 }
 
-// Every single byte as a rank, and the specials of both chat formats.
+// Every single byte as a rank, and the specials of every chat format.
 std::unique_ptr<Tokenizer> make_tokenizer() {
   std::string ranks;
   for (int b = 0; b < 256; ++b) ranks += b64_byte(b) + " " + std::to_string(b) + "\n";
   TiktokenOptions opt;
   int32_t id = 256;
   for (const char* s : {"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>", "<|im_start|>", "<|im_end|>", "<think>",
-                        "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"})
+                        "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+                        "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
+                        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                        "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
+                        "<｜tool▁output▁end｜>", "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
+                        "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                        "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|start|>", "<|channel|>",
+                        "<|constrain|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"})
     opt.specials.push_back({id++, s, true});
   return load_tiktoken_bytes(ranks, "fuzz-chat.tiktoken", opt);
 }
 
+// Every chat format, with the options and argument forms serve/service.cpp derives from the request
+// (a format that refuses the request's fields is skipped, as the server answers 400).
 void render(const Tokenizer& tok, const serve::ChatRequest& c) {
-  ChatOptions k3;
-  k3.thinking = c.reasoning_effort != "none";
-  k3.tools = c.tools;
-  if (k3.thinking) k3.thinking_effort = c.reasoning_effort;
-  k3.tool_choice = c.tool_choice;
-  k3.response_format = c.response_format;
-  try {
-    check(!render_chat(tok, ChatFormat::kimi_k3, c.messages, k3).ids.empty());
-  } catch (const Error&) {
-  }
-  if ((!c.reasoning_effort.empty() && c.reasoning_effort != "none") || c.tool_choice == "none" ||
-      c.tool_choice == "required" || !c.response_format.is_null())
-    return;  // service.cpp answers these with a 400 for Qwen3
-  ChatOptions qwen;
-  qwen.thinking = k3.thinking;
-  qwen.tools = c.tools;
-  try {
-    check(!render_chat(tok, ChatFormat::qwen3, c.messages, qwen).ids.empty());
-  } catch (const Error&) {
+  for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3, ChatFormat::deepseek_v3, ChatFormat::deepseek_v3_0324,
+                       ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking, ChatFormat::gpt_oss}) {
+    ChatOptions o;
+    try {
+      o = serve::chat_options_for(f, c);
+    } catch (const serve::ApiError& e) {
+      check(e.status == 400);
+      continue;
+    }
+    o.current_date = "2025-01-01";
+    try {
+      RenderedChat r = render_chat(tok, f, adapt_tool_arguments(f, c.messages), o);
+      check(!r.ids.empty() && tok.decode(r.ids) == r.text);
+    } catch (const Error&) {
+    }
   }
 }
 

@@ -1,6 +1,7 @@
-// Tool calls through the server's reply path: a K3 reply with reasoning, content and a tool call
-// is split by the streaming parser, turned into OpenAI `tool_calls`, and rendering that message
-// back as conversation history gives exactly the reply's tokens (the round trip clients rely on).
+// Tool calls through the server's reply path: a reply with reasoning, content and tool calls (K3,
+// DeepSeek-V3, Kimi K2, gpt-oss) is split by the streaming parser, turned into OpenAI `tool_calls`,
+// and rendering that message back as conversation history (with the arguments adapted as the
+// server does) gives exactly the reply's tokens: the round trip clients rely on.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -75,6 +76,83 @@ TEST(ServeTools, K3ToolCallRoundTrip) {
   Json again = user;
   again.push_back(back);
   EXPECT_EQ(tokenizer::render_chat(*tok, ChatFormat::kimi_k3, again, no_gen).ids, full);
+}
+
+// Byte-level ranks with every chat format's markers after them: the formats' structure without a
+// real vocabulary (offline).
+std::unique_ptr<tokenizer::Tokenizer> byte_all_formats_tokenizer() {
+  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string ranks;
+  for (int b = 0; b < 256; ++b)
+    ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+  tokenizer::TiktokenOptions opt;
+  opt.pattern = tokenizer::TiktokenPattern::o200k_base;
+  int32_t id = 256;
+  for (const char* s : {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
+                        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                        "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
+                        "<｜tool▁output▁end｜>", "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
+                        "<|im_end|>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                        "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<think>",
+                        "</think>", "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>", "<|call|>",
+                        "<|return|>"})
+    opt.specials.push_back(tokenizer::SpecialToken{id++, s, true});
+  return tokenizer::load_tiktoken_bytes(ranks, "byte-all-formats", opt);
+}
+
+TEST(ServeTools, ToolCallRoundTripInEveryFormat) {
+  auto tok = byte_all_formats_tokenizer();
+  Json user = Json::array({Json{{"role", "user"}, {"content", "Weather in Oslo and Paris?"}}});
+  for (ChatFormat f : {ChatFormat::deepseek_v3_0324, ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking,
+                       ChatFormat::gpt_oss}) {
+    SCOPED_TRACE(tokenizer::chat_format_name(f));
+    const bool reasons = f == ChatFormat::kimi_k2_thinking || f == ChatFormat::gpt_oss;
+    // gpt-oss writes one call per turn and no content beside reasoning; Kimi's ids are the model's.
+    Json calls = Json::array({Json{{"id", "functions.get_weather:0"},
+                                   {"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}}});
+    if (f != ChatFormat::gpt_oss)
+      calls.push_back(Json{{"id", "functions.get_weather:1"},
+                           {"type", "function"},
+                           {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}}});
+    Json assistant = {{"role", "assistant"}, {"content", f == ChatFormat::gpt_oss ? "" : "Checking — ünï."}};
+    if (reasons) assistant["reasoning_content"] = "Two lookups.";
+    assistant["tool_calls"] = calls;
+    tokenizer::ChatOptions gen, no_gen;
+    gen.current_date = no_gen.current_date = "2025-01-01";
+    no_gen.add_generation_prompt = false;
+    auto prompt = tokenizer::render_chat(*tok, f, user, gen).ids;
+    Json both = user;
+    both.push_back(assistant);
+    auto full = tokenizer::render_chat(*tok, f, tokenizer::adapt_tool_arguments(f, both), no_gen).ids;
+    ASSERT_GT(full.size(), prompt.size());
+    ASSERT_TRUE(std::equal(prompt.begin(), prompt.end(), full.begin()));
+    std::vector<int32_t> reply(full.begin() + long(prompt.size()), full.end());
+
+    tokenizer::ReplyStream stream(*tok, f, tokenizer::prompt_opens_think(f, gen));
+    for (int32_t id : reply) stream.push(std::span<const int32_t>(&id, 1));
+    auto parsed = stream.finish();
+    EXPECT_TRUE(parsed.complete);
+    EXPECT_EQ(parsed.reasoning, reasons ? "Two lookups." : "");
+    EXPECT_EQ(parsed.content, assistant["content"].get<std::string>());
+    int n = 0;
+    Json back_calls = openai_tool_calls(parsed.tool_calls, [&] { return "call_" + std::to_string(n++); });
+    ASSERT_EQ(back_calls.size(), calls.size());
+    for (size_t k = 0; k < calls.size(); ++k) {
+      EXPECT_EQ(back_calls[k]["function"]["name"], "get_weather");
+      EXPECT_EQ(Json::parse(back_calls[k]["function"]["arguments"].get<std::string>()),
+                Json::parse(calls[k]["function"]["arguments"].get<std::string>()));
+      // Kimi K2's ids are the model's own ("functions.NAME:INDEX"), which its template writes back.
+      if (f == ChatFormat::kimi_k2 || f == ChatFormat::kimi_k2_thinking) EXPECT_EQ(back_calls[k]["id"], calls[k]["id"]);
+      else EXPECT_EQ(back_calls[k]["id"], "call_" + std::to_string(k));
+    }
+    Json back = {{"role", "assistant"}, {"content", parsed.content}};
+    if (reasons) back["reasoning_content"] = parsed.reasoning;
+    back["tool_calls"] = back_calls;
+    Json again = user;
+    again.push_back(back);
+    EXPECT_EQ(tokenizer::render_chat(*tok, f, tokenizer::adapt_tool_arguments(f, again), no_gen).ids, full);
+  }
 }
 
 }  // namespace
