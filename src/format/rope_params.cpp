@@ -35,6 +35,10 @@ RopeParams parse_rope_params(const json& root, double default_theta, int64_t max
   p.theta = default_theta;
   const bool has_theta = has_field(root, "rope_theta");
   if (has_theta) p.theta = positive(root, "rope_theta", where);
+  auto check_theta = [&](const std::string& w) {
+    if (!(p.theta > 1.0)) fail(w, ": rope_theta must be above 1, got ", p.theta);
+  };
+  check_theta(where);
   // transformers 5 folds rope_scaling into rope_parameters; a config carries one or the other (or
   // both, equal, when written by a converter).
   const json* r = nullptr;
@@ -51,6 +55,7 @@ RopeParams parse_rope_params(const json& root, double default_theta, int64_t max
     const double t = positive(*r, "rope_theta", rw);
     if (has_theta && t != p.theta) fail(where, ": rope_theta (", p.theta, ") differs from ", rw, ".rope_theta (", t, ")");
     p.theta = t;
+    check_theta(rw);
   }
   if (has_field(*r, "partial_rotary_factor") && get_number(*r, "partial_rotary_factor", rw) != 1.0)
     fail(rw, ": partial_rotary_factor ", get_number(*r, "partial_rotary_factor", rw),
