@@ -1,5 +1,6 @@
-// Single-core weight-product benchmarks on the Kimi K3 routed-expert shapes (MXFP4 and BF16,
-// [3072, 3584] and [3584, 3072]), reported as weight bytes per second next to a memory-read floor
+// Single-core weight-product benchmarks on routed-expert shapes (Kimi K3's MXFP4 and BF16 [3072, 3584]
+// and [3584, 3072]; DeepSeek-V3's FP8 [2048, 7168] and [7168, 2048]), reported as weight bytes
+// per second next to a memory-read floor
 // measured between the same calls on buffers of the same size, and as the ratio of the two.
 //
 // Every timed call reads a different copy of the weights, cycling through more than 256 MiB, so
@@ -52,8 +53,12 @@ struct WeightSet {
 
 WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
   WeightSet set;
-  const size_t data_bytes = type == WeightType::MXFP4 ? size_t(rows * cols / 2) : size_t(rows * cols * 2);
-  const size_t scale_bytes = type == WeightType::MXFP4 ? size_t(rows * cols / 32) : 0;
+  Weight shape;
+  shape.type = type;
+  shape.rows = rows;
+  shape.cols = cols;
+  const size_t data_bytes = sluice::kernels::weight_data_bytes(shape);
+  const size_t scale_bytes = sluice::kernels::weight_scale_bytes(shape);
   set.bytes_per_copy = data_bytes + scale_bytes;
   const size_t count = std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
   uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -68,6 +73,16 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
       set.scales.push_back(sluice::allocate_touched(scale_bytes));
       auto* sc = reinterpret_cast<uint8_t*>(set.scales.back().get());
       for (size_t i = 0; i < scale_bytes; ++i) sc[i] = uint8_t(117 + next_random(s) % 21);
+    } else if (type == WeightType::FP8_E4M3) {
+      // Finite e4m3 codes (0x7f and 0xff are NaN) and DeepSeek-V3-like block scales (~1e-3).
+      for (size_t i = 0; i < data_bytes; ++i) {
+        uint8_t b = uint8_t(next_random(s));
+        if ((b & 0x7f) == 0x7f) b ^= 0x01;
+        d[i] = b;
+      }
+      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      auto* sc = reinterpret_cast<float*>(set.scales.back().get());
+      for (size_t i = 0; i < scale_bytes / 4; ++i) sc[i] = 0.0005f + 0.001f * float(next_random(s) % 8);
     } else {
       auto* h = reinterpret_cast<uint16_t*>(d);
       for (size_t i = 0; i < size_t(rows * cols); ++i) {
@@ -81,7 +96,7 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
     w.rows = rows;
     w.cols = cols;
     w.data = d;
-    w.scales = type == WeightType::MXFP4 ? reinterpret_cast<const uint8_t*>(set.scales.back().get()) : nullptr;
+    w.scales = scale_bytes > 0 ? static_cast<const void*>(set.scales.back().get()) : nullptr;
     set.copies.push_back(w);
   }
   return set;
@@ -267,7 +282,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::vector<Row> rows_;
 };
 
-const char* type_tag(WeightType t) { return t == WeightType::MXFP4 ? "mxfp4" : t == WeightType::BF16 ? "bf16" : "f32"; }
+const char* type_tag(WeightType t) {
+  return t == WeightType::MXFP4 ? "mxfp4" : t == WeightType::BF16 ? "bf16" : t == WeightType::FP8_E4M3 ? "fp8" : "f32";
+}
 
 }  // namespace
 
@@ -279,8 +296,12 @@ int main(int argc, char** argv) {
   struct Shape {
     int64_t rows, cols;
   };
-  const Shape shapes[] = {{3072, 3584}, {3584, 3072}};  // gate/up and down of a K3 routed expert
-  for (WeightType type : {WeightType::MXFP4, WeightType::BF16}) {
+  // Gate/up and down of a routed expert: K3's (MXFP4, and BF16 for comparison) and DeepSeek-V3's
+  // FP8 ones ([2048, 7168] and [7168, 2048], 128x128 block scales).
+  const Shape k3_shapes[] = {{3072, 3584}, {3584, 3072}};
+  const Shape dsv3_shapes[] = {{2048, 7168}, {7168, 2048}};
+  for (WeightType type : {WeightType::MXFP4, WeightType::BF16, WeightType::FP8_E4M3}) {
+    const auto& shapes = type == WeightType::FP8_E4M3 ? dsv3_shapes : k3_shapes;
     for (const Shape& sh : shapes) {
       const std::string group =
           std::string(type_tag(type)) + "_" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);

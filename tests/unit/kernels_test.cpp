@@ -278,6 +278,40 @@ TEST(KernelFp8, DecodeIsE4M3) {
   }
 }
 
+// Every byte in every lane position of a SIMD step, one block at a time: each ISA's product is the
+// scalar one's within rounding, a NaN code (which no valid checkpoint holds) makes exactly the rows
+// that hold it NaN on every ISA, and a row with subnormal codes only keeps its tiny values.
+TEST(KernelFp8, EveryCodeAndNanRowsOnEveryIsa) {
+  const int64_t rows = 9, cols = 300;  // 3 column blocks, the last partial; a partial row tile
+  std::vector<uint8_t> q(size_t(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) q[size_t(i)] = uint8_t((i * 37 + 11) % 256 == 0x7f ? 0x7e : (i * 37 + 11) % 256);
+  for (uint8_t& b : q)
+    if (b == 0xff) b = 0xfe;
+  q[size_t(2 * cols + 257)] = 0x7f;  // row 2, last block
+  q[size_t(5 * cols + 3)] = 0xff;    // row 5, first block
+  for (int64_t c = 0; c < cols; ++c) q[size_t(7 * cols + c)] = uint8_t(c % 8);  // row 7: zero and subnormals
+  std::vector<float> scales(size_t(1 * 3));
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.003f * float(i + 1);
+  Weight w{.type = WeightType::FP8_E4M3, .rows = rows, .cols = cols, .data = q.data(), .scales = scales.data()};
+  std::vector<float> x(size_t(2 * cols));
+  for (int64_t c = 0; c < 2 * cols; ++c) x[size_t(c)] = float((c * 13) % 17) / 8.0f - 1.0f;
+  std::vector<float> want(size_t(2 * rows)), got(size_t(2 * rows));
+  linear_on(scalar_isa(), w, x.data(), 2, want.data());
+  for (const Isa* isa : available_isas()) {
+    linear_on(*isa, w, x.data(), 2, got.data());
+    for (int64_t i = 0; i < 2 * rows; ++i) {
+      const int64_t r = i % rows;
+      if (r == 2 || r == 5) {
+        EXPECT_TRUE(std::isnan(got[size_t(i)])) << isa->name << " row " << r;
+        continue;
+      }
+      ASSERT_FALSE(std::isnan(want[size_t(i)]));
+      EXPECT_NEAR(got[size_t(i)], want[size_t(i)], 1e-5 * (1 + std::fabs(want[size_t(i)]))) << isa->name << " row " << r;
+    }
+    EXPECT_NE(got[7], 0.0f) << isa->name << ": a row of subnormal codes lost its values";
+  }
+}
+
 // The K3 routed-expert shapes themselves (gate/up [3072, 3584], down [3584, 3072]).
 TEST(KernelMatmul, MatchesScalarOnK3ExpertShapes) {
   std::mt19937_64 rng(test_seed() + 2);

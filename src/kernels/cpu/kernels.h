@@ -25,6 +25,11 @@ struct Isa {
 };
 
 const Isa& scalar_isa();
+// The FP8 products of the SIMD ISAs (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp).
+void matmul_fp8_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1);
+void matmul_fp8_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                       int64_t r1);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
 const Isa* avx512_isa();  // likewise
 std::vector<const Isa*> available_isas();  // scalar first

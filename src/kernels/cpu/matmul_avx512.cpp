@@ -295,8 +295,7 @@ namespace detail {
 
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx512_isa() {
-  // FP8 has no SIMD product yet: the scalar one serves every ISA.
-  static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, scalar_isa().matmul_fp8};
+  static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_avx512};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

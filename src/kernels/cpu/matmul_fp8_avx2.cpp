@@ -1,0 +1,118 @@
+// AVX2 + FMA product of FP8 e4m3 weights with F32 128x128 block scales and fp32 activations: the
+// fallback for CPUs without AVX-512, decoding as matmul_fp8_avx512.cpp does (a sign-extended byte
+// shifted into an fp32's sign, exponent and mantissa fields: the value times 2^-120, the 2^120 carried
+// by the activations and the block scales; NaN codes by the scalar rule), 8 lanes per step, per
+// (row, vector) a fixed sequence of operations.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+namespace {
+
+constexpr int kRowTile = 4;  // one vector at a time: 4 partial sums and 4 totals in ymm registers
+
+inline float reduce8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The values times 2^-120 of 8 bytes at p (count < 8: the rest read as 0), by the scalar rule when
+// one is a NaN code.
+inline __m256 load8(const uint8_t* p, int count, bool has_nan) {
+  if (has_nan || count < 8) {
+    alignas(32) float v[8] = {};
+    for (int i = 0; i < count; ++i) v[i] = e4m3_to_f32(p[i]) * 0x1p-120f;  // exact: ≤ 4 significant bits
+    return _mm256_load_ps(v);
+  }
+  int64_t raw;
+  std::memcpy(&raw, p, 8);
+  const __m256i sx = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(raw));
+  return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(sx, 20), _mm256_set1_epi32(int32_t(0x87f00000u))));
+}
+
+inline bool any_nan(const uint8_t* p, int64_t count) {
+  const __m256i low7 = _mm256_set1_epi8(0x7f);
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m256i v = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), low7);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, low7))) return true;
+  }
+  for (; i < count; ++i)
+    if ((p[i] & 0x7f) == 0x7f) return true;
+  return false;
+}
+
+template <int R>
+void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, float* y) {
+  __m256 total[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) total[r] = _mm256_setzero_ps();
+  const int64_t col_blocks = (cols + kFp8Block - 1) / kFp8Block;
+  for (int64_t b = 0; b < col_blocks; ++b) {
+    const int64_t c0 = b * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
+    bool nan[R];
+    __m256 part[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      nan[r] = any_nan(w + r * cols + c0, c1 - c0);
+      part[r] = _mm256_setzero_ps();
+      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), _MM_HINT_T1);
+    }
+    for (int64_t c = c0; c < c1; c += 8) {
+      const int count = int(std::min<int64_t>(8, c1 - c));
+      __m256 xv;
+      if (count == 8) {
+        xv = _mm256_loadu_ps(x + c);
+      } else {
+        alignas(32) float t[8] = {};
+        std::memcpy(t, x + c, size_t(count) * 4);
+        xv = _mm256_load_ps(t);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) part[r] = _mm256_fmadd_ps(load8(w + r * cols + c, count, nan[r]), xv, part[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) total[r] = _mm256_fmadd_ps(part[r], _mm256_set1_ps(srow[r][b] * 0x1p60f), total[r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[r] = reduce8(total[r]);
+}
+
+}  // namespace
+
+void matmul_fp8_avx2(const Weight& w, const float* x_in, int64_t ldx_in, int64_t n, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
+  // x·2^60, exact (see matmul_fp8_avx512.cpp).
+  thread_local std::vector<float> xs;
+  const int64_t ldx = w.cols;
+  xs.resize(size_t(n * ldx));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < w.cols; ++c) xs[size_t(i * ldx + c)] = x_in[i * ldx_in + c] * 0x1p60f;
+  const float* x = xs.data();
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const float* S = static_cast<const float*>(w.scales);
+  const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;
+  auto scale_row = [&](int64_t r) { return S + (r / kFp8Block) * col_blocks; };
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile) {
+      const float* srow[kRowTile] = {scale_row(r), scale_row(r + 1), scale_row(r + 2), scale_row(r + 3)};
+      fp8_rows<kRowTile>(W + r * w.cols, srow, w.cols, x + i * ldx, y + i * ldy + r);
+    }
+    for (; r < r1; ++r) {
+      const float* srow[1] = {scale_row(r)};
+      fp8_rows<1>(W + r * w.cols, srow, w.cols, x + i * ldx, y + i * ldy + r);
+    }
+  }
+}
+
+}  // namespace sluice::kernels

@@ -1,0 +1,190 @@
+// AVX-512 product of FP8 e4m3 weights with F32 128x128 block scales (DeepSeek-V3's released
+// format) and fp32 activations. Decoding is exact arithmetic on the byte: sign-extended to 32 bits
+// and shifted left by 20, the byte's sign lands in bit 31 and its 4 exponent and 3 mantissa bits in
+// bits 23..26 and 20..22 (a mask clears the sign copies in bits 27..30); read as an fp32 that is the
+// e4m3 value times 2^-120 (subnormal codes become fp32 subnormals, exactly). The 2^120 is not
+// multiplied back per weight: the activations are scaled by 2^60 once per call and each block's
+// scale by 2^60 (powers of two: exact), so a weight costs a load-and-widen, a shift, a mask and an
+// FMA. NaN codes (0x7f, 0xff) never occur in valid checkpoints; a 64-byte chunk
+// that holds one is decoded by the scalar rule instead, so the result is NaN as the scalar kernel's.
+// Per (row, vector) the 16-lane partial sums of each 128-column block are multiplied by the block's
+// scale and accumulated, then reduced by a fixed tree: the same sequence of operations whatever
+// tile the output falls in (batch invariance, kernels/weight.h); the scalar kernel is the oracle.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/kernels.h"
+
+namespace sluice::kernels {
+namespace {
+
+// Tiles: 8 rows for one vector (decode: 8 independent streams), 4 rows x 2 vectors otherwise (each
+// decoded weight used twice). Per (row, vector) a block's partial sum and the running total live in
+// registers; the operations for one output are the same in either tile.
+constexpr int kRowTile = 8;
+constexpr int kRowTile2 = 4;
+
+inline float reduce16(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(v);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 16 e4m3 bytes (as 16 sign-extended dwords) -> their values times 2^-120 ("raw" values: the
+// activations carry 2^60 and the block scales the other 2^60, so no multiply is spent per weight).
+inline __m512 decode16(__m512i sx) {
+  const __m512i keep = _mm512_set1_epi32(int32_t(0x87f00000u));
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(sx, 20), keep));
+}
+
+// The raw values of 16 bytes at p (count < 16: the rest read as 0), by the scalar rule when one is
+// a NaN code.
+inline __m512 load16(const uint8_t* p, int count, bool has_nan) {
+  if (has_nan) {
+    alignas(64) float v[16] = {};
+    for (int i = 0; i < count; ++i) v[i] = e4m3_to_f32(p[i]) * 0x1p-120f;  // exact: ≤ 4 significant bits
+    return _mm512_load_ps(v);
+  }
+  const __m128i raw = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                  : _mm_maskz_loadu_epi8(__mmask16((1u << count) - 1u), p);
+  return decode16(_mm512_cvtepi8_epi32(raw));
+}
+
+// Whether the `count` bytes at p hold a NaN code (0x7f or 0xff).
+inline bool any_nan(const uint8_t* p, int64_t count) {
+  const __m512i low7 = _mm512_set1_epi8(0x7f);
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64)
+    if (_mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_loadu_si512(p + i), low7), low7)) return true;
+  if (i < count) {
+    const __mmask64 m = (__mmask64(1) << (count - i)) - 1;
+    if (_mm512_mask_cmpeq_epi8_mask(m, _mm512_and_si512(_mm512_maskz_loadu_epi8(m, p + i), low7), low7)) return true;
+  }
+  return false;
+}
+
+// y[i*ldy + r] for R rows (row stride `cols` bytes, scale rows `srow[r]`) and N vectors.
+template <int R, int N>
+void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, int64_t ldx, float* y,
+              int64_t ldy) {
+  __m512 total[R][N];
+#pragma GCC unroll 8
+  for (int k = 0; k < R * N; ++k) total[k / N][k % N] = _mm512_setzero_ps();
+  const int64_t col_blocks = (cols + kFp8Block - 1) / kFp8Block;
+  for (int64_t b = 0; b < col_blocks; ++b) {
+    const int64_t c0 = b * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
+    bool nan[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      nan[r] = any_nan(w + r * cols + c0, c1 - c0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), _MM_HINT_T1);
+    }
+    __m512 part[R][N];
+#pragma GCC unroll 8
+    for (int k = 0; k < R * N; ++k) part[k / N][k % N] = _mm512_setzero_ps();
+    bool any = false;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) any = any || nan[r];
+    if (c1 - c0 == kFp8Block && !any) {
+      // A whole block of valid codes: 8 unmasked steps.
+#pragma GCC unroll 8
+      for (int64_t c = c0; c < c1; c += 16) {
+        __m512 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+          wv[r] = decode16(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + r * cols + c))));
+#pragma GCC unroll 2
+        for (int i = 0; i < N; ++i) {
+          const __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) part[r][i] = _mm512_fmadd_ps(wv[r], xv, part[r][i]);
+        }
+      }
+    } else {
+      for (int64_t c = c0; c < c1; c += 16) {
+        const int count = int(std::min<int64_t>(16, c1 - c));
+        const __mmask16 m = __mmask16((1u << count) - 1u);
+        __m512 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) wv[r] = load16(w + r * cols + c, count, nan[r]);
+#pragma GCC unroll 2
+        for (int i = 0; i < N; ++i) {
+          const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * ldx + c);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) part[r][i] = _mm512_fmadd_ps(wv[r], xv, part[r][i]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(srow[r][b] * 0x1p60f);
+#pragma GCC unroll 2
+      for (int i = 0; i < N; ++i) total[r][i] = _mm512_fmadd_ps(part[r][i], s, total[r][i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(total[k / N][k % N]);
+}
+
+template <int R, int N>
+void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy) {
+  int64_t i = 0;
+  for (; i + N <= n; i += N) fp8_tile<R, N>(w, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
+  if (i < n) fp8_tile<R, 1>(w, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
+}
+
+}  // namespace
+
+void matmul_fp8_avx512(const Weight& w, const float* x_in, int64_t ldx_in, int64_t n, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1) {
+  // x·2^60, exact (an activation would have to exceed 2^68 to overflow). A product of a raw weight
+  // and x·2^60 is the true product times 2^-60: below 2^-126 (fp32 subnormal, rounded coarser)
+  // only when the true product is below 2^-66, far under the resolution of any block sum.
+  thread_local std::vector<float> xs;
+  const int64_t ldx = w.cols;
+  xs.resize(size_t(n * ldx));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < w.cols; ++c) xs[size_t(i * ldx + c)] = x_in[i * ldx_in + c] * 0x1p60f;
+  const float* x = xs.data();
+  const uint8_t* W = static_cast<const uint8_t*>(w.data);
+  const float* S = static_cast<const float*>(w.scales);
+  const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;
+  auto scale_row = [&](int64_t r) { return S + (r / kFp8Block) * col_blocks; };
+  const float* srow[kRowTile];
+  int64_t r = r0;
+  if (n == 1) {
+    for (; r + kRowTile <= r1; r += kRowTile) {
+      for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
+      fp8_tile<kRowTile, 1>(W + r * w.cols, srow, w.cols, x, ldx, y + r, ldy);
+    }
+  } else {
+    for (; r + kRowTile2 <= r1; r += kRowTile2) {
+      for (int k = 0; k < kRowTile2; ++k) srow[k] = scale_row(r + k);
+      fp8_rows<kRowTile2, 2>(W + r * w.cols, srow, w.cols, x, ldx, n, y + r, ldy);
+    }
+  }
+  for (; r < r1; ++r) {
+    srow[0] = scale_row(r);
+    fp8_rows<1, 2>(W + r * w.cols, srow, w.cols, x, ldx, n, y + r, ldy);
+  }
+}
+
+}  // namespace sluice::kernels
