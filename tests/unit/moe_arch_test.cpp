@@ -18,6 +18,7 @@
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/speculate/drafter.h"
+#include "runtime/speculate/model_drafter.h"
 #include "store/prepare.h"
 
 namespace sluice {
@@ -75,19 +76,28 @@ TEST_P(MoeArch, MultiRowPassEqualsOneRowPassesBitForBit) {
 TEST_P(MoeArch, DraftingOnEqualsOff) {
   auto m = model::load_target(dir());
   const int64_t V = m->info().vocab_size;
+  // A draft model over the same ids: a random tiny Qwen3 of the target's vocabulary.
+  testing::TempDir tmp("moe-draft");
+  model::TinyQwen3Spec ds;
+  ds.vocab = V;
+  ds.layers = 2;
+  ds.seed = 77;
+  model::write_tiny_qwen3_checkpoint(ds, tmp / "draft");
+  runtime::ModelDrafter model_drafter(model::load_target(tmp / "draft"), V);
   for (int salt = 0; salt < 3; ++salt) {
     const auto prompt = prompt_of(8 + 3 * salt, V, salt);
     auto st = m->new_state();
     const auto ref = runtime::generate(*m, *st, prompt, {.max_new = 14, .stop_at_eos = false}).generated;
     ASSERT_EQ(ref.size(), 14u);
     runtime::NgramDrafter ngram;
-    for (int depth : {-1, 1, 4}) {
-      auto st2 = m->new_state();
-      const auto got =
-          runtime::generate(*m, *st2, prompt, {.max_new = 14, .stop_at_eos = false, .drafter = &ngram, .fixed_depth = depth})
-              .generated;
-      EXPECT_EQ(got, ref) << "depth " << depth << " prompt " << salt;
-    }
+    for (runtime::Drafter* d : std::initializer_list<runtime::Drafter*>{&ngram, &model_drafter})
+      for (int depth : {-1, 1, 4}) {
+        auto st2 = m->new_state();
+        const auto got =
+            runtime::generate(*m, *st2, prompt, {.max_new = 14, .stop_at_eos = false, .drafter = d, .fixed_depth = depth})
+                .generated;
+        EXPECT_EQ(got, ref) << d->name() << " depth " << depth << " prompt " << salt;
+      }
   }
 }
 
