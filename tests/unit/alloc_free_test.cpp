@@ -122,6 +122,15 @@ TEST(AllocationFree, Qwen3DecodeAndVerify) {
   expect_no_allocation(*m, "qwen3");
 }
 
+// The MoE architectures of issue 17, resident (their committed tiny checkpoints): DeepSeek-V3 with
+// FP8 weights and the FP8 SIMD product's activation buffer, gpt-oss's interleaved experts, Qwen3-MoE.
+TEST(AllocationFree, MoeArchitecturesDecodeAndVerify) {
+  for (const char* f : {"qwen3_moe_b", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b"}) {
+    auto m = model::load_target(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + f);
+    expect_no_allocation(*m, f);
+  }
+}
+
 // Experts streamed from two homes through a cache that holds them all once read: a step whose
 // experts are in RAM allocates nothing. (A miss queues a read job in the reader, which allocates
 // its bookkeeping; the store issue reworks the reader.)
