@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "format/rope_params.h"
 #include "format/safetensors.h"
 #include "model/target.h"
+#include "model/tensor_list.h"
 #include "store/expert_bank.h"
 
 namespace sluice::store {
@@ -101,6 +103,29 @@ class CacheModel : public Target {
   // Advances the length by T and keeps what commit_prefix needs of a recorded pass.
   void end_pass(CacheState& st, int64_t T, bool record);
   static CacheState& cache_state(State& s);
+  // The decoder around the layers: their input and post-attention norms (each layer's
+  // `input_norm` and `post_norm` Params), the final norm, embedding and lm_head, and transformers'
+  // RoPE of `rope_dim` channels (plain or YaRN, fp32 frequencies, cos/sin magnitude).
+  template <class LayerWeights>
+  void set_decoder(const kernels::Weight& embed, const kernels::Weight& lm_head, const Param& final_norm,
+                   const std::vector<LayerWeights>& layers, float eps, int64_t vocab, int64_t hidden,
+                   const format::RopeParams& rope, int64_t rope_dim) {
+    Decoder& dc = decoder_;
+    dc.embed = embed;
+    dc.lm_head = lm_head;
+    dc.final_norm = final_norm.v;
+    for (const LayerWeights& lw : layers) {
+      dc.input_norm.push_back(lw.input_norm.v);
+      dc.post_norm.push_back(lw.post_norm.v);
+    }
+    dc.eps = eps;
+    dc.vocab = vocab;
+    dc.hidden = hidden;
+    dc.rope.inv_freq = format::rope_inv_freq(rope, rope_dim);
+    dc.rope.magnitude = float(format::rope_attention_factor(rope));
+    dc.rope.f64_angles = false;
+    dc.rope_dim = rope_dim;
+  }
   // Serves the bank's experts from the mapped checkpoint (on dev_) unless `resident` is false; the
   // provider defaults to them.
   void open_experts(const format::TensorSet& ts, bool resident);

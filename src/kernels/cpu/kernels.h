@@ -25,7 +25,9 @@ struct Isa {
 };
 
 const Isa& scalar_isa();
-// The FP8 products of the SIMD ISAs (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp).
+// The FP8 products of the SIMD ISAs (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp), and their
+// activations times 2^60 (exact; rows of `cols` floats in a per-thread buffer reused by the next call).
+const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int64_t cols);
 void matmul_fp8_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                      int64_t r1);
 void matmul_fp8_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,

@@ -2,18 +2,8 @@
 // (row, vector) output is computed by one fixed sequence of vector operations whatever the tile it
 // falls in, so results are batch-invariant (kernels.h); the scalar kernels are the oracle.
 
-// g++ 12's AVX-512 headers self-initialise their "undefined" vectors (`__m512 __Y = __Y;`), which
-// -Wuninitialized reports wherever such an intrinsic is inlined (GCC PR 105593); the warning
-// location is the header, so silencing it around the include is enough.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/simd_avx512.h"
+
 #include <cpuid.h>
 
 #include <algorithm>
@@ -31,7 +21,8 @@ namespace {
 constexpr int kRowTile = 4;
 constexpr int kVecTile = 4;
 
-inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
+using avx512::reduce16;
+using avx512::tail_mask;
 
 // The weights stream from DRAM once per call: each tile prefetches the same columns of the next
 // row tile (a few KiB ahead), which the hardware prefetchers alone do not keep up with while the
@@ -41,15 +32,6 @@ inline void prefetch_ahead(const T* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
 }
 
-// Fixed 16-lane reduction tree: 256-bit halves, 128-bit quarters, pairs, the last two.
-inline float reduce16(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(v);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // 16 consecutive weights as fp32 (bf16 widened exactly by a 16-bit shift); masked lanes read as 0.
 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/kernels.h"
@@ -91,13 +90,8 @@ void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const fl
 
 void matmul_fp8_avx2(const Weight& w, const float* x_in, int64_t ldx_in, int64_t n, float* y, int64_t ldy, int64_t r0,
                      int64_t r1) {
-  // x·2^60, exact (see matmul_fp8_avx512.cpp).
-  thread_local std::vector<float> xs;
   const int64_t ldx = w.cols;
-  xs.resize(size_t(n * ldx));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < w.cols; ++c) xs[size_t(i * ldx + c)] = x_in[i * ldx_in + c] * 0x1p60f;
-  const float* x = xs.data();
+  const float* x = fp8_scaled_activations(x_in, ldx_in, n, w.cols);
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
   const float* S = static_cast<const float*>(w.scales);
   const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;

@@ -10,20 +10,11 @@
 // Per (row, vector) the 16-lane partial sums of each 128-column block are multiplied by the block's
 // scale and accumulated, then reduced by a fixed tree: the same sequence of operations whatever
 // tile the output falls in (batch invariance, kernels/weight.h); the scalar kernel is the oracle.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/simd_avx512.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/kernels.h"
@@ -37,14 +28,7 @@ namespace {
 constexpr int kRowTile = 8;
 constexpr int kRowTile2 = 4;
 
-inline float reduce16(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(v);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using avx512::reduce16;
 
 // 16 e4m3 bytes (as 16 sign-extended dwords) -> their values times 2^-120 ("raw" values: the
 // activations carry 2^60 and the block scales the other 2^60, so no multiply is spent per weight).
@@ -155,15 +139,8 @@ void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const fl
 
 void matmul_fp8_avx512(const Weight& w, const float* x_in, int64_t ldx_in, int64_t n, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
-  // x·2^60, exact (an activation would have to exceed 2^68 to overflow). A product of a raw weight
-  // and x·2^60 is the true product times 2^-60: below 2^-126 (fp32 subnormal, rounded coarser)
-  // only when the true product is below 2^-66, far under the resolution of any block sum.
-  thread_local std::vector<float> xs;
   const int64_t ldx = w.cols;
-  xs.resize(size_t(n * ldx));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < w.cols; ++c) xs[size_t(i * ldx + c)] = x_in[i * ldx_in + c] * 0x1p60f;
-  const float* x = xs.data();
+  const float* x = fp8_scaled_activations(x_in, ldx_in, n, w.cols);
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
   const float* S = static_cast<const float*>(w.scales);
   const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/kernels.h"
@@ -98,6 +99,18 @@ void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, 
 }
 
 }  // namespace
+
+// The SIMD FP8 products decode weights as their values times 2^-120 and carry the 2^120 as 2^60
+// on the activations and 2^60 on the block scales. x·2^60 is exact unless |x| > 2^68; a product of
+// a decoded weight and x·2^60 is the true product times 2^-60, which falls below fp32's normal
+// range only when the true product is below 2^-66, far under the resolution of any block sum.
+const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int64_t cols) {
+  thread_local std::vector<float> xs;
+  xs.resize(size_t(n * cols));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < cols; ++c) xs[size_t(i * cols + c)] = x[i * ldx + c] * 0x1p60f;
+  return xs.data();
+}
 
 const Isa& scalar_isa() {
   static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar};

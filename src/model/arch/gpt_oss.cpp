@@ -104,21 +104,8 @@ std::unique_ptr<GptOssModel> GptOssModel::load(const LoadOptions& opt) {
                          .expert_input = c.hidden_size};
   m->moe_host_.reserve(c.num_experts, 64 * c.experts_per_token);
 
-  Decoder& dc = m->decoder_;
-  dc.embed = m->weights_.embed;
-  dc.lm_head = m->weights_.lm_head;
-  dc.final_norm = m->weights_.final_norm.v;
-  for (const GptOssLayerWeights& lw : m->weights_.layers) {
-    dc.input_norm.push_back(lw.input_norm.v);
-    dc.post_norm.push_back(lw.post_norm.v);
-  }
-  dc.eps = c.rms_norm_eps;
-  dc.vocab = c.vocab_size;
-  dc.hidden = c.hidden_size;
-  dc.rope.inv_freq = format::rope_inv_freq(c.rope, c.head_dim);
-  dc.rope.magnitude = float(format::rope_attention_factor(c.rope));
-  dc.rope.f64_angles = false;
-  dc.rope_dim = c.head_dim;
+  m->set_decoder(m->weights_.embed, m->weights_.lm_head, m->weights_.final_norm, m->weights_.layers, c.rms_norm_eps,
+                 c.vocab_size, c.hidden_size, c.rope, c.head_dim);
   m->cache_widths_.assign(size_t(c.num_layers), CacheWidths{c.kv_dim(), c.kv_dim()});
   m->info_ = TargetInfo{.model_type = "gpt_oss", .family = "gpt_oss", .vocab_size = c.vocab_size,
                         .hidden_size = c.hidden_size, .num_layers = c.num_layers, .bos_token_id = c.bos_token_id,
