@@ -32,6 +32,18 @@ struct Architecture {
   std::vector<TensorSpec> (*roster)(const std::string& config_text, const std::string& where);
 };
 
+// The registry entry's expert_bank and roster from an architecture's config parser, tensor list and
+// expert bank (functions of a parsed config).
+template <auto Parse, auto Bank>
+store::ExpertBank bank_from_text(const std::string& config_text, const std::string& where) {
+  return Bank(Parse(config_text, where));
+}
+template <auto Parse, auto Tensors, auto Bank>
+std::vector<TensorSpec> roster_from_text(const std::string& config_text, const std::string& where) {
+  const auto c = Parse(config_text, where);
+  return Tensors(c, nullptr).expanded(Bank(c));
+}
+
 // Every registered architecture (registry.cpp lists them).
 const std::vector<const Architecture*>& architectures();
 // config.json's model_type (the root's). Throws naming `where` when it is missing.

@@ -177,17 +177,10 @@ namespace {
 
 std::unique_ptr<Target> load_deepseek(const LoadOptions& opt) { return DeepSeekModel::load(opt); }
 
-store::ExpertBank deepseek_bank(const std::string& config_text, const std::string& where) {
-  return deepseek_expert_bank(format::parse_deepseek_config(config_text, where));
-}
-
-std::vector<TensorSpec> deepseek_roster(const std::string& config_text, const std::string& where) {
-  const auto c = format::parse_deepseek_config(config_text, where);
-  return deepseek_tensors(c, nullptr).expanded(deepseek_expert_bank(c));
-}
-
 }  // namespace
 
-const Architecture kDeepSeekArchitecture{"deepseek", {"deepseek_v3", "kimi_k2"}, load_deepseek, deepseek_bank, deepseek_roster};
+const Architecture kDeepSeekArchitecture{"deepseek", {"deepseek_v3", "kimi_k2"}, load_deepseek,
+                                    bank_from_text<format::parse_deepseek_config, deepseek_expert_bank>,
+                                    roster_from_text<format::parse_deepseek_config, deepseek_tensors, deepseek_expert_bank>};
 
 }  // namespace sluice::model

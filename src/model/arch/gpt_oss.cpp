@@ -141,17 +141,10 @@ namespace {
 
 std::unique_ptr<Target> load_gpt_oss(const LoadOptions& opt) { return GptOssModel::load(opt); }
 
-store::ExpertBank gpt_oss_bank(const std::string& config_text, const std::string& where) {
-  return gpt_oss_expert_bank(format::parse_gpt_oss_config(config_text, where));
-}
-
-std::vector<TensorSpec> gpt_oss_roster(const std::string& config_text, const std::string& where) {
-  const auto c = format::parse_gpt_oss_config(config_text, where);
-  return gpt_oss_tensors(c, nullptr).expanded(gpt_oss_expert_bank(c));
-}
-
 }  // namespace
 
-const Architecture kGptOssArchitecture{"gpt_oss", {"gpt_oss"}, load_gpt_oss, gpt_oss_bank, gpt_oss_roster};
+const Architecture kGptOssArchitecture{"gpt_oss", {"gpt_oss"}, load_gpt_oss,
+                                    bank_from_text<format::parse_gpt_oss_config, gpt_oss_expert_bank>,
+                                    roster_from_text<format::parse_gpt_oss_config, gpt_oss_tensors, gpt_oss_expert_bank>};
 
 }  // namespace sluice::model

@@ -415,17 +415,10 @@ namespace {
 
 std::unique_ptr<Target> load_kimi(const LoadOptions& opt) { return KimiModel::load(opt); }
 
-store::ExpertBank kimi_bank_from_config(const std::string& config_text, const std::string& where) {
-  return kimi_expert_bank(format::parse_kimi_config(config_text, where));
-}
-
-std::vector<TensorSpec> kimi_roster(const std::string& config_text, const std::string& where) {
-  const format::KimiConfig c = format::parse_kimi_config(config_text, where);
-  return kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
-}
-
 }  // namespace
 
-const Architecture kKimiArchitecture{"kimi", {"kimi_k3", "kimi_linear"}, load_kimi, kimi_bank_from_config, kimi_roster};
+const Architecture kKimiArchitecture{"kimi", {"kimi_k3", "kimi_linear"}, load_kimi,
+                                    bank_from_text<format::parse_kimi_config, kimi_expert_bank>,
+                                    roster_from_text<format::parse_kimi_config, kimi_tensors, kimi_expert_bank>};
 
 }  // namespace sluice::model

@@ -128,17 +128,10 @@ namespace {
 
 std::unique_ptr<Target> load_qwen3(const LoadOptions& opt) { return Qwen3Model::load(opt); }
 
-store::ExpertBank qwen3_bank(const std::string& config_text, const std::string& where) {
-  return qwen3_expert_bank(format::parse_qwen3_config(config_text, where));
-}
-
-std::vector<TensorSpec> qwen3_roster(const std::string& config_text, const std::string& where) {
-  const auto c = format::parse_qwen3_config(config_text, where);
-  return qwen3_tensors(c, nullptr).expanded(qwen3_expert_bank(c));
-}
-
 }  // namespace
 
-const Architecture kQwen3Architecture{"qwen3", {"qwen3", "qwen3_moe"}, load_qwen3, qwen3_bank, qwen3_roster};
+const Architecture kQwen3Architecture{"qwen3", {"qwen3", "qwen3_moe"}, load_qwen3,
+                                    bank_from_text<format::parse_qwen3_config, qwen3_expert_bank>,
+                                    roster_from_text<format::parse_qwen3_config, qwen3_tensors, qwen3_expert_bank>};
 
 }  // namespace sluice::model
