@@ -7,6 +7,7 @@
 #include <set>
 
 #include "format/json_util.h"
+#include "serve/json_fields.h"
 
 namespace sluice::serve {
 namespace {
@@ -21,18 +22,8 @@ const std::set<std::string> kChatFields = {"messages",  "max_completion_tokens",
                                            "audio",     "reasoning_effort",      "prediction", "service_tier",
                                            "store"};
 
-std::string type_name(const Json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
 [[noreturn]] void wrong_type(const std::string& param, const Json& v, const std::string& want) {
-  invalid(param, "Invalid type for '" + param + "': expected " + want + ", but got " + type_name(v) + ".",
+  invalid(param, "Invalid type for '" + param + "': expected " + want + ", but got " + json_type_name(v) + ".",
           "invalid_type");
 }
 
@@ -40,14 +31,8 @@ std::string type_name(const Json& v) {
   invalid(param, message, "unsupported_value");
 }
 
-bool is_integer(const Json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return true;
-  // 3.0 is an integer to JSON clients that only have doubles.
-  return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
-         std::fabs(v.get<double>()) < 9e15;
-}
-
-int64_t as_int(const Json& v) { return v.is_number_float() ? int64_t(v.get<double>()) : v.get<int64_t>(); }
+bool is_integer(const Json& v) { return json_is_integer(v); }
+int64_t as_int(const Json& v) { return json_as_int(v); }
 
 // Fields that are accepted only at their no-op value.
 void require_null_or(const Json& body, const std::string& key, const std::function<bool(const Json&)>& ok,

@@ -12,7 +12,13 @@ std::string StopMatcher::push(std::string_view text) {
   if (stops_.empty()) return std::exchange(held_, {});
   // The earliest occurrence of any stop sequence ends the text.
   size_t cut = std::string::npos;
-  for (const auto& s : stops_) cut = std::min(cut, held_.find(s));
+  for (const auto& s : stops_) {
+    size_t at = held_.find(s);
+    if (at < cut) {
+      cut = at;
+      matched_ = s;
+    }
+  }
   if (cut != std::string::npos) {
     hit_ = true;
     std::string out = held_.substr(0, cut);

@@ -17,10 +17,12 @@ class StopMatcher {
   // End of generation: what is still withheld.
   std::string flush();
   bool hit() const { return hit_; }
+  // The stop sequence that ended the text (the earliest; "" before a hit).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
-  std::string held_;
+  std::string held_, matched_;
   bool hit_ = false;
 };
 
