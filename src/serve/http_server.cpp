@@ -1,7 +1,8 @@
-// HTTP routes over cpp-httplib: every generation request is validated and tokenized on its own
-// connection thread, admitted (or refused with 429), then waits for its turn while its client is
-// watched; a streamed response runs its generation inside the chunked content provider so that
-// each SSE chunk goes out as soon as its token is decided.
+// HTTP routes over cpp-httplib: every generation request (OpenAI or Anthropic) is validated and
+// tokenized on its own connection thread, admitted (or refused), then waits for its turn while its
+// client is watched; a streamed response runs its generation inside the chunked content provider
+// so that each SSE event goes out as soon as its token is decided. Also the telemetry stream and
+// the web chat's files.
 #include "serve/http_server.h"
 
 #include <httplib.h>
@@ -12,21 +13,38 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
+#include "serve/anthropic_reply.h"
 #include "serve/connection_probe.h"
 #include "serve/guarded_server.h"
 #include "serve/sse.h"
+#include "serve/web_assets.h"
 
 namespace sluice::serve {
 namespace {
 
-void send_error(httplib::Response& res, const ApiError& e) {
+// The Anthropic route answers errors in Anthropic's shape, every other route in OpenAI's.
+bool anthropic_path(const std::string& path) {
+  return path == "/v1/messages" || path == "/messages" || path.rfind("/v1/messages/", 0) == 0;
+}
+
+void send_error(httplib::Response& res, const ApiError& e, bool anthropic = false) {
   res.status = e.status;
-  res.set_content(dump_json(error_body(e)), "application/json");
+  res.set_content(dump_json(anthropic ? anthropic_error_body(e) : error_body(e)), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e, const httplib::Request& req) {
+  send_error(res, e, anthropic_path(req.path));
+}
+
+// Routes anyone may read: health, and the web chat's files (the page asks for the key itself).
+bool open_path(const std::string& path) {
+  return path == "/health" || path == "/v1/health" || path == "/" || path.rfind("/web/", 0) == 0;
 }
 
 bool is_loopback(const std::string& host) {
@@ -55,7 +73,8 @@ std::string reason_for(int status, const httplib::Request& req, size_t limit) {
   }
 }
 
-void handle_generation(Service& service, bool chat, const httplib::Request& req, httplib::Response& res) {
+void handle_generation(Service& service, Api api, const httplib::Request& req, httplib::Response& res) {
+  const bool anthropic = api == Api::messages;
   // Admission comes after validation and before tokenizing: a request that cannot run is refused
   // before its prompt costs anything (prompts are tokenized by at most queue + 1 requests at once).
   std::shared_ptr<Admission::Ticket> ticket;
@@ -65,19 +84,24 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
     ticket = service.admission().try_enter();
     if (!ticket) {
       res.set_header("Retry-After", "1");
-      throw ApiError(429,
-                     "The server is busy: one generation is running and " + std::to_string(service.options().queue) +
-                         " more may wait (--queue). Retry later.",
-                     "rate_limit_error", "", "rate_limit_exceeded");
+      const std::string why = "The server is busy: one generation is running and " +
+                              std::to_string(service.options().queue) + " more may wait (--queue). Retry later.";
+      // Anthropic's word for a server at capacity is overloaded_error (HTTP 529).
+      if (anthropic) throw ApiError(529, why, "overloaded_error");
+      throw ApiError(429, why, "rate_limit_error", "", "rate_limit_exceeded");
     }
   };
   PreparedRequest p;
   try {
-    p = chat ? service.prepare_chat(req.body, admit) : service.prepare_completion(req.body, admit);
+    switch (api) {
+      case Api::completion: p = service.prepare_completion(req.body, admit); break;
+      case Api::chat: p = service.prepare_chat(req.body, admit); break;
+      case Api::messages: p = service.prepare_messages(req.body, admit); break;
+    }
   } catch (const ApiError& e) {
-    return send_error(res, e);
+    return send_error(res, e, anthropic);
   } catch (const Error& e) {
-    return send_error(res, ApiError(400, e.what(), "invalid_request_error"));
+    return send_error(res, ApiError(400, e.what(), "invalid_request_error"), anthropic);
   }
   // Until the handler returns (a whole response) or the stream's headers go out, nothing of the
   // response is written, so the probe may send an interim response to tell a close from a
@@ -89,7 +113,8 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
     std::fprintf(stderr, "sluice serve: warning: cannot find client sockets; disconnects will not cancel generations\n");
   if (!ticket->wait_turn([&] { return service.shutting_down() || probe->closed(); })) {
     if (service.shutting_down())
-      return send_error(res, ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down"));
+      return send_error(res, ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down"),
+                        anthropic);
     res.status = 499;  // client closed the connection while waiting; nothing will be read
     return;
   }
@@ -98,11 +123,11 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
       Json j = service.run(p, {}, [&] { return probe->closed(); });
       res.set_content(dump_json(j), "application/json");
     } catch (const ApiError& e) {
-      send_error(res, e);
+      send_error(res, e, anthropic);
     } catch (const ClientGone&) {
       res.status = 499;
     } catch (const std::exception& e) {
-      send_error(res, ApiError(500, std::string("Generation failed: ") + e.what(), "server_error"));
+      send_error(res, ApiError(500, std::string("Generation failed: ") + e.what(), "server_error"), anthropic);
     }
     return;
   }
@@ -111,7 +136,7 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream", [&service, ticket, prepared, probe](size_t, httplib::DataSink& sink) {
+      "text/event-stream", [&service, ticket, prepared, probe, anthropic](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         try {
           service.run(*prepared, write, [&] { return probe->closed(); });
@@ -120,11 +145,58 @@ void handle_generation(Service& service, bool chat, const httplib::Request& req,
         } catch (const ApiError&) {
           // Shutting down: the error event was sent; end the stream.
         } catch (const std::exception& e) {
-          write(sse_event(error_body(ApiError(500, std::string("Generation failed: ") + e.what(), "server_error"))));
+          const ApiError err(500, std::string("Generation failed: ") + e.what(), "server_error");
+          write(anthropic ? anthropic_event(anthropic_error_body(err)) : sse_event(error_body(err)));
         }
         sink.done();
         return true;
       });
+}
+
+// GET /v1/telemetry: one SSE event at once and then about every second until the client leaves or
+// the server shuts down; each stream holds one of --telemetry-streams places (and a connection).
+void handle_telemetry(Service& service, httplib::Response& res) {
+  std::shared_ptr<void> place = service.open_telemetry_stream();
+  if (!place) {
+    res.set_header("Retry-After", "5");
+    return send_error(res, ApiError(429,
+                                    "The server has " + std::to_string(service.options().telemetry_streams) +
+                                        " telemetry streams open, its limit (--telemetry-streams). Retry later.",
+                                    "rate_limit_error", "", "too_many_telemetry_streams"));
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // The stream ends the connection too: a kept-alive connection would wait for another request.
+  res.set_header("Connection", "close");
+  res.set_chunked_content_provider("text/event-stream", [&service, place](size_t, httplib::DataSink& sink) {
+    TelemetryMeter meter;
+    using Clock = std::chrono::steady_clock;
+    while (!service.shutting_down()) {
+      const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+      const std::string event = sse_event(meter.next(service.telemetry_sample(), unix_ms));
+      if (!sink.write(event.data(), event.size())) return false;
+      const auto next = Clock::now() + std::chrono::seconds(1);
+      while (!service.shutting_down() && Clock::now() < next)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    sink.done();
+    return true;
+  });
+}
+
+void serve_asset(const httplib::Request& req, httplib::Response& res) {
+  const WebAsset* a = find_web_asset(req.path);
+  if (!a) return send_error(res, ApiError(404, "Unknown request URL: GET " + req.path + ".", "invalid_request_error",
+                                          "", "unknown_url"));
+  // Everything the page uses comes from this server; nothing may load from elsewhere.
+  res.set_header("Content-Security-Policy",
+                 "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+                 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(std::string(a->body), a->content_type);
 }
 
 }  // namespace
@@ -155,14 +227,21 @@ int serve_http(Service& service) {
 
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     GuardedServer::headers_received();
-    if (!o.api_key.empty() && req.path != "/health" && req.path != "/v1/health") {
-      std::string auth = req.get_header_value("Authorization");
+    if (!o.api_key.empty() && !open_path(req.path)) {
+      // OpenAI clients send 'Authorization: Bearer KEY', Anthropic's 'x-api-key: KEY'; either will do.
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string x_api_key = req.get_header_value("x-api-key");
       const std::string bearer = "Bearer ";
-      if (auth.rfind(bearer, 0) != 0 || !same_secret(auth.substr(bearer.size()), o.api_key)) {
-        send_error(res, ApiError(401,
-                                 auth.empty() ? "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'."
-                                              : "Incorrect API key provided.",
-                                 "invalid_request_error", "", "invalid_api_key"));
+      const bool ok = (auth.rfind(bearer, 0) == 0 && same_secret(auth.substr(bearer.size()), o.api_key)) ||
+                      (!x_api_key.empty() && same_secret(x_api_key, o.api_key));
+      if (!ok) {
+        send_error(res,
+                   ApiError(401,
+                            auth.empty() && x_api_key.empty()
+                                ? "You didn't provide an API key. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'."
+                                : "Incorrect API key provided.",
+                            "invalid_request_error", "", "invalid_api_key"),
+                   req);
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -177,13 +256,15 @@ int serve_http(Service& service) {
     if (!GuardedServer::admit_body(length)) {
       if (chunked || !GuardedServer::discard_body(length)) res.set_header("Connection", "close");
       res.set_header("Retry-After", "1");
-      send_error(res, ApiError(429,
+      const bool anthropic = anthropic_path(req.path);
+      send_error(res, ApiError(anthropic ? 529 : 429,
                                "The server is already reading or serving " +
                                    std::to_string(svr.body_bytes_in_flight() >> 20) +
                                    " MiB of large request bodies, and this one (" + std::to_string(length >> 20) +
                                    " MiB) would pass its limit of " + std::to_string(limits.body_bytes_in_flight >> 20) +
                                    " MiB (--max-request-bytes-in-flight). Retry later.",
-                               "rate_limit_error", "", "rate_limit_exceeded"));
+                               "rate_limit_error", "", "rate_limit_exceeded"),
+                 anthropic);
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -194,18 +275,20 @@ int serve_http(Service& service) {
     if (GuardedServer::header_deadline_missed()) {
       res.status = 408;
       res.set_header("Connection", "close");
-      send_error(res, ApiError(408,
-                               "The request headers did not arrive within " + std::to_string(o.header_timeout_s) +
-                                   " s (--header-timeout).",
-                               "invalid_request_error", "", "request_timeout"));
+      send_error(res,
+                 ApiError(408,
+                          "The request headers did not arrive within " + std::to_string(o.header_timeout_s) +
+                              " s (--header-timeout).",
+                          "invalid_request_error", "", "request_timeout"),
+                 req);
       return httplib::Server::HandlerResponse::Handled;
     }
     std::string type = res.status >= 500 ? "server_error" : "invalid_request_error";
     std::string code = res.status == 413 ? "request_too_large" : res.status == 404 ? "unknown_url" : "";
-    send_error(res, ApiError(res.status, reason_for(res.status, req, o.max_request_bytes), type, "", code));
+    send_error(res, ApiError(res.status, reason_for(res.status, req, o.max_request_bytes), type, "", code), req);
     return httplib::Server::HandlerResponse::Handled;
   }));
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -213,7 +296,7 @@ int serve_http(Service& service) {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, ApiError(500, "Internal error: " + what, "server_error"));
+    send_error(res, ApiError(500, "Internal error: " + what, "server_error"), req);
   });
 
   auto json_route = [&](auto make) {
@@ -232,12 +315,18 @@ int serve_http(Service& service) {
     });
     svr.Get(p + "/health", json_route([&] { return service.health_json(); }));
     svr.Post(p + "/completions", [&](const httplib::Request& req, httplib::Response& res) {
-      handle_generation(service, false, req, res);
+      handle_generation(service, Api::completion, req, res);
     });
     svr.Post(p + "/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
-      handle_generation(service, true, req, res);
+      handle_generation(service, Api::chat, req, res);
     });
+    svr.Post(p + "/messages", [&](const httplib::Request& req, httplib::Response& res) {
+      handle_generation(service, Api::messages, req, res);
+    });
+    svr.Get(p + "/telemetry", [&](const httplib::Request&, httplib::Response& res) { handle_telemetry(service, res); });
   }
+  svr.Get("/", serve_asset);
+  svr.Get("/web/(.+)", serve_asset);
 
   int port = o.port;
   if (port == 0) {

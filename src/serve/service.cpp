@@ -1,4 +1,4 @@
-// Request preparation and generation for the OpenAI-compatible endpoints.
+// Request preparation and generation for the OpenAI and Anthropic endpoints.
 #include "serve/service.h"
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "runtime/generate.h"
+#include "serve/anthropic_reply.h"
+#include "serve/anthropic_request.h"
 #include "serve/chat_options.h"
 #include "serve/sse.h"
 #include "serve/stop_matcher.h"
@@ -27,6 +29,17 @@ int64_t unix_now() {
 }
 
 std::string clean(std::string_view bytes) { return tokenizer::utf8_replace_invalid(bytes); }
+
+ApiError no_chat_format() {
+  return ApiError(400, "This model's tokenizer has no chat format (the special tokens of Kimi K3, Qwen3, DeepSeek-V3, "
+                  "Kimi K2 or gpt-oss); use /v1/completions.",
+                  "invalid_request_error", "messages", "chat_unsupported");
+}
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 // Sets `cancel` once `stop()` says so, checked every kPoll while it lives. The engine can spend
 // minutes in one prefill without producing a token, so the client and the shutdown flag are
@@ -65,32 +78,19 @@ class CancelWatcher {
   std::thread thread_;  // last: starts once the members it reads exist
 };
 
-Json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
-  return Json{{"prompt_tokens", prompt},
-              {"completion_tokens", completion},
-              {"total_tokens", prompt + completion},
-              {"prompt_tokens_details", {{"cached_tokens", cached}}}};
-}
-
 }  // namespace
 
-Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, const std::function<std::string()>& new_id) {
-  Json out = Json::array();
-  for (const auto& c : calls)
-    out.push_back(Json{{"id", c.id.empty() ? new_id() : clean(c.id)},
-                       {"type", "function"},
-                       {"function", {{"name", clean(c.name)}, {"arguments", clean(c.arguments)}}}});
-  return out;
-}
-
-Service::Service(const ServeOptions& options) : opt_(options), admission_(options.queue) {
+Service::Service(const ServeOptions& options)
+    : opt_(options), admission_(options.queue), telemetry_slots_(options.telemetry_streams) {
   SLUICE_CHECK(opt_.max_tokens >= 1, "--max-tokens must be at least 1");
   SLUICE_CHECK(opt_.default_max_tokens >= 1, "--default-max-tokens must be at least 1");
   SLUICE_CHECK(opt_.max_context >= 2, "--max-context must be at least 2");
   SLUICE_CHECK(opt_.queue <= 64, "--queue must be at most 64 (got ", opt_.queue, ")");
-  SLUICE_CHECK(opt_.max_connections >= opt_.queue + 8, "--max-connections ", opt_.max_connections,
-               " leaves too little room: the running request, --queue ", opt_.queue,
-               " waiting ones and health checks need at least ", opt_.queue + 8);
+  SLUICE_CHECK(opt_.telemetry_streams <= 64, "--telemetry-streams must be at most 64 (got ", opt_.telemetry_streams, ")");
+  SLUICE_CHECK(opt_.max_connections >= opt_.queue + opt_.telemetry_streams + 8, "--max-connections ",
+               opt_.max_connections, " leaves too little room: the running request, --queue ", opt_.queue,
+               " waiting ones, --telemetry-streams ", opt_.telemetry_streams, " and health checks need at least ",
+               opt_.queue + opt_.telemetry_streams + 8);
   SLUICE_CHECK(opt_.max_request_bytes >= 1024, "--max-request-bytes must be at least 1024");
   engine_ = runtime::Engine::load(opt_.engine);
   tokenizer_ = engine_->tokenizer();
@@ -178,14 +178,23 @@ PreparedRequest Service::prepare_completion(const std::string& body, const std::
 
 PreparedRequest Service::prepare_chat(const std::string& body, const std::function<void()>& admit) {
   ChatRequest c = parse_chat_request(parse_body(body), limits_);
-  if (!format_)
-    throw ApiError(400, "This model's tokenizer has no chat format (the special tokens of Kimi K3, Qwen3, DeepSeek-V3, "
-                   "Kimi K2 or gpt-oss); use /v1/completions.",
-                   "invalid_request_error", "messages", "chat_unsupported");
+  if (!format_) throw no_chat_format();
   tokenizer::ChatOptions co = chat_options_for(*format_, c);
+  return prepare_chat_request(std::move(c), std::move(co), admit, Api::chat);
+}
+
+PreparedRequest Service::prepare_messages(const std::string& body, const std::function<void()>& admit) {
+  MessagesRequest m = parse_messages_request(parse_body(body), limits_);
+  if (!format_) throw no_chat_format();
+  tokenizer::ChatOptions co = messages_chat_options(*format_, m);
+  return prepare_chat_request(std::move(m.chat), std::move(co), admit, Api::messages);
+}
+
+PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co,
+                                              const std::function<void()>& admit, Api api) {
   if (admit) admit();
   PreparedRequest p;
-  p.chat = true;
+  p.api = api;
   p.format = *format_;
   p.opened_think = tokenizer::prompt_opens_think(*format_, co);
   co.max_ids = size_t(opt_.max_context - 1);
@@ -201,53 +210,40 @@ PreparedRequest Service::prepare_chat(const std::string& body, const std::functi
     invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
   }
   fill_common(p, c, true, too_long);
-  p.id = new_id("chatcmpl-");
+  p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
   return p;
 }
 
 Json Service::run(const PreparedRequest& req, const std::function<bool(const std::string&)>& write,
                   const std::function<bool()>& client_gone) {
-  if (shutting_down_) throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
-  const bool stream = req.common.stream;
+  const ApiError shutdown_error(503, "The server is shutting down.", "server_error", "", "shutting_down");
+  if (shutting_down_) throw shutdown_error;
+  const bool chat = req.api != Api::completion;
   const model::TargetInfo& info = engine_->info();
-  const Json model = limits_.model_id;
-  auto send = [&](const std::string& event) {
+  ReplyWriter::Send send = [&](const std::string& event) {
     if (!write(event)) throw ClientGone{};
   };
-  // A chunk shell with one choice (or none, for the usage chunk).
-  auto chunk = [&](Json choice) {
-    Json j = {{"id", req.id},
-              {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", req.created},
-              {"model", model}};
-    j["choices"] = choice.is_null() ? Json::array() : Json::array({std::move(choice)});
-    if (req.common.include_usage) j["usage"] = nullptr;
-    return j;
-  };
-  auto delta_chunk = [&](Json delta) {
-    if (req.chat) return chunk(Json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
-    return chunk(Json{{"text", std::move(delta)}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
-  };
+  ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
+                   int64_t(req.prompt.size())};
+  std::unique_ptr<ReplyWriter> out =
+      req.api == Api::messages
+          ? make_anthropic_writer(std::move(ctx), send)
+          : make_openai_writer(chat ? OpenAiShape::chat : OpenAiShape::completion, std::move(ctx), send);
 
   StopMatcher stop(req.common.stop);
   std::unique_ptr<tokenizer::ReplyStream> reply;
-  if (req.chat) reply = std::make_unique<tokenizer::ReplyStream>(*tokenizer_, req.format, req.opened_think);
+  if (chat) reply = std::make_unique<tokenizer::ReplyStream>(*tokenizer_, req.format, req.opened_think);
   tokenizer::Utf8StreamDecoder utf8;
-  std::string reasoning, content;  // what the answer holds (non-stream) / has sent (stream)
   size_t pushed_reasoning = 0, pushed_content = 0;  // bytes of the parser's output already taken
   int64_t completion_tokens = 0;
 
   auto add_reasoning = [&](const std::string& raw) {
     if (raw.empty()) return;
     pushed_reasoning += raw.size();
-    std::string text = clean(raw);
-    reasoning += text;
-    if (stream) send(sse_event(delta_chunk(Json{{"reasoning_content", text}})));
+    out->reasoning(clean(raw));
   };
   auto add_content = [&](const std::string& text) {
-    if (text.empty()) return;
-    content += text;
-    if (stream) send(sse_event(req.chat ? delta_chunk(Json{{"content", text}}) : delta_chunk(Json(text))));
+    if (!text.empty()) out->content(text);
   };
   auto add_raw_content = [&](const std::string& raw) {
     if (raw.empty()) return;
@@ -255,7 +251,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
     add_content(stop.push(clean(raw)));
   };
 
-  if (stream && req.chat) send(sse_event(delta_chunk(Json{{"role", "assistant"}, {"content", ""}})));
+  out->begin();
 
   // Conversation state reuse: the session continues from its state when the prompt extends it.
   runtime::GenerateOptions go;
@@ -266,13 +262,21 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   // Only the watcher calls client_gone while the generation runs.
   std::atomic<bool> cancel{false};
   go.cancel = &cancel;
-  std::string finish = "length";
-  bool natural_end = false;
+  ReplyEnd end;
+  const Clock::time_point started = Clock::now();
+  Clock::time_point first_token{};
+  const uint64_t bytes_before = engine_->store() ? engine_->store()->read_totals().bytes_read : 0;
+  auto on_step = [&](const runtime::StepInfo& step) {
+    end.stats.drafts_proposed += step.proposed;
+    end.stats.drafts_accepted += step.accepted;
+  };
   try {
     CancelWatcher watcher(cancel, [&] { return shutting_down_.load() || (client_gone && client_gone()); });
     auto on_token = [&](int32_t id) {
-      ++completion_tokens;
-      if (req.chat) {
+      if (completion_tokens++ == 0) first_token = Clock::now();
+      ++generated_tokens_;
+      publish_store_counters();
+      if (chat) {
         auto d = reply->push(std::span<const int32_t>(&id, 1));
         add_reasoning(d.reasoning);
         add_raw_content(d.content);
@@ -287,81 +291,84 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
       }
       if (stop.hit()) throw StopSequenceHit{};
     };
-    runtime::GenerateResult r = session_->generate(req.prompt, go, on_token);
+    runtime::GenerateResult r = session_->generate(req.prompt, go, on_token, on_step);
     if (r.stop_reason == "cancelled") {
       // The session has reset its state: the next request prefills afresh and is exact.
+      publish_store_counters();
       if (shutting_down_) throw ShuttingDown{};
       throw ClientGone{};
     }
-    finish = r.stop_reason == "eos" ? "stop" : "length";
-    natural_end = true;
+    end.reason = r.stop_reason == "eos" ? ReplyEnd::Reason::eos : ReplyEnd::Reason::length;
   } catch (const StopSequenceHit&) {
-    finish = "stop";
+    end.reason = ReplyEnd::Reason::stop_sequence;
   } catch (const ShuttingDown&) {
-    if (stream) {
-      Json err = error_body(ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down"));
-      write(sse_event(err));
-    }
-    throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
+    if (req.common.stream) write(out->error_event(shutdown_error));
+    throw shutdown_error;
   }
-  (void)natural_end;
+  publish_store_counters();
+  const Clock::time_point ended = Clock::now();
 
   // Release what the parsers withheld (the tail of the text, tool calls).
-  Json tool_calls = Json::array();
-  if (req.chat) {
+  if (chat) {
     tokenizer::ParsedReply parsed = reply->finish();
     if (!stop.hit()) {
       if (parsed.reasoning.size() > pushed_reasoning) add_reasoning(parsed.reasoning.substr(pushed_reasoning));
       if (parsed.content.size() > pushed_content) add_raw_content(parsed.content.substr(pushed_content));
       add_content(stop.flush());
-      tool_calls = openai_tool_calls(parsed.tool_calls, [&] { return new_id("call_"); });
+      end.tool_calls = std::move(parsed.tool_calls);
+      for (auto& c : end.tool_calls)
+        if (c.id.empty()) c.id = new_id(out->tool_id_prefix());
     }
   } else if (!stop.hit()) {
     add_content(stop.push(utf8.finish()));
     add_content(stop.flush());
   }
-  if (!tool_calls.empty() && finish == "stop") finish = "tool_calls";
-  if (tool_calls.empty() && finish != "length") finish = "stop";
-  const Json usage = usage_json(int64_t(req.prompt.size()), completion_tokens, int64_t(session_->reused()));
+  if (stop.hit()) {
+    end.reason = ReplyEnd::Reason::stop_sequence;
+    end.stop_sequence = stop.matched();
+  }
+  end.prompt_tokens = int64_t(req.prompt.size());
+  end.completion_tokens = completion_tokens;
+  end.cached_tokens = int64_t(session_->reused());
+  const bool any = completion_tokens > 0;
+  end.stats.ttft_ms = any ? ms_between(started, first_token) : ms_between(started, ended);
+  end.stats.prefill_ms = end.stats.ttft_ms;
+  end.stats.decode_ms = any ? ms_between(first_token, ended) : 0.0;
+  end.stats.decoded = any ? completion_tokens - 1 : 0;
+  end.stats.bytes_read = (engine_->store() ? engine_->store()->read_totals().bytes_read : 0) - bytes_before;
   ++completed_;
+  return out->finish(end);
+}
 
-  if (stream) {
-    if (!tool_calls.empty()) {
-      Json deltas = Json::array();
-      for (size_t i = 0; i < tool_calls.size(); ++i) {
-        Json d = tool_calls[i];
-        d["index"] = i;
-        deltas.push_back(std::move(d));
-      }
-      send(sse_event(delta_chunk(Json{{"tool_calls", deltas}})));
+void Service::publish_store_counters() {
+  store::StreamingExperts* st = engine_->store();
+  if (!st) return;
+  const store::StoreCounters& c = st->counters();
+  std::lock_guard<std::mutex> lock(store_mu_);
+  store_sample_ = StoreSample{c.requests, c.hits, c.misses, c.bytes_read, c.prefetch_issued, c.prefetch_used};
+}
+
+TelemetrySample Service::telemetry_sample() const {
+  TelemetrySample s;
+  s.seconds = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  s.generating = admission_.busy();
+  s.waiting = admission_.waiting();
+  s.completed = completed_.load();
+  s.tokens = generated_tokens_.load();
+  s.telemetry_streams = telemetry_slots_.open();
+  // The store and its manifest live as long as the engine; the reader's per-home totals are
+  // read under its own lock, the store's counters as the generating thread last published them.
+  if (store::StreamingExperts* st = engine_->store()) {
+    s.streaming = true;
+    {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      s.store = store_sample_;
     }
-    Json last = req.chat ? chunk(Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}})
-                         : chunk(Json{{"text", ""}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}});
-    send(sse_event(last));
-    if (req.common.include_usage) {
-      Json u = chunk(nullptr);
-      u["usage"] = usage;
-      send(sse_event(u));
-    }
-    send(sse_done());
-    return nullptr;
+    std::vector<store::HomeStats> homes = st->home_stats();
+    for (size_t h = 0; h < homes.size(); ++h)
+      s.drives.push_back(DriveSample{st->manifest().homes[h].path, homes[h].reads, homes[h].bytes, homes[h].errors});
   }
-  Json choice;
-  if (req.chat) {
-    Json message = {{"role", "assistant"}, {"content", content}};
-    if (content.empty() && !tool_calls.empty()) message["content"] = nullptr;
-    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-    if (!tool_calls.empty()) message["tool_calls"] = tool_calls;
-    choice = {{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish}};
-  } else {
-    choice = {{"text", content}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
-  }
-  return Json{{"id", req.id},
-              {"object", req.chat ? "chat.completion" : "text_completion"},
-              {"created", req.created},
-              {"model", model},
-              {"choices", Json::array({choice})},
-              {"usage", usage}};
+  return s;
 }
 
 }  // namespace sluice::serve

@@ -1,7 +1,8 @@
 // The serving core behind the HTTP routes: the engine, the tokenizer and chat format, request
-// preparation (validation, rendering, context limits), admission (one generation at a time, a
-// bounded line), conversation state reuse, and the generation of one response as JSON or as SSE
-// chunks. Knows nothing of sockets: the HTTP layer passes a writer and a "client gone" check.
+// preparation (validation, rendering, context limits) for the OpenAI and Anthropic routes,
+// admission (one generation at a time, a bounded line), conversation state reuse, the generation
+// of one response (shaped by a ReplyWriter as JSON or SSE events), and the counters the telemetry
+// stream samples. Knows nothing of sockets: the HTTP layer passes a writer and a "client gone" check.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -16,6 +17,8 @@
 #include "runtime/engine.h"
 #include "serve/admission.h"
 #include "serve/openai_request.h"
+#include "serve/reply_writer.h"
+#include "serve/telemetry.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,11 +46,16 @@ struct ServeOptions {
   // A chat format name (tokenizer::chat_format_name); empty: detected from the tokenizer and the
   // model directory's chat template.
   std::string chat_format;
+  // GET /v1/telemetry streams open at once (each holds a connection); more are answered 429.
+  size_t telemetry_streams = 4;
 };
+
+// The API a request came through (its parser and its response shape).
+enum class Api { completion, chat, messages };
 
 // A validated, tokenized request ready to run.
 struct PreparedRequest {
-  bool chat = false;
+  Api api = Api::completion;
   CommonRequest common;
   std::vector<int32_t> prompt;
   int64_t max_new = 0;
@@ -59,10 +67,6 @@ struct PreparedRequest {
 
 // Thrown out of a generation whose client went away (nothing more can be sent to it).
 struct ClientGone {};
-
-// Parsed tool calls as OpenAI `tool_calls` entries ({id, type: "function", function: {name,
-// arguments}}), ids from `new_id`; text is made valid UTF-8.
-Json openai_tool_calls(const std::vector<tokenizer::ParsedToolCall>& calls, const std::function<std::string()>& new_id);
 
 class Service {
  public:
@@ -82,6 +86,8 @@ class Service {
   // than tokenize prompts that will not run; it throws ApiError to refuse.
   PreparedRequest prepare_completion(const std::string& body, const std::function<void()>& admit = {});
   PreparedRequest prepare_chat(const std::string& body, const std::function<void()>& admit = {});
+  // POST /v1/messages (Anthropic); errors carry the same statuses, shaped by the HTTP layer.
+  PreparedRequest prepare_messages(const std::string& body, const std::function<void()>& admit = {});
 
   // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
   // through `write` (false = the client is gone) and return null; others return the response JSON.
@@ -100,9 +106,19 @@ class Service {
   // Counters for /health and tests.
   int64_t completed() const { return completed_; }
 
+  // What GET /v1/telemetry reports, sampled now (any thread).
+  TelemetrySample telemetry_sample() const;
+  // A place for one telemetry stream (held while the pointer lives), or null when
+  // --telemetry-streams are open already.
+  std::shared_ptr<void> open_telemetry_stream() { return telemetry_slots_.try_take(); }
+
  private:
   // too_long: the tokenizer stopped because the prompt has more ids than the context allows.
   void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long);
+  PreparedRequest prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co, const std::function<void()>& admit,
+                                       Api api);
+  // Publishes the store's counters for the telemetry stream (on the generating thread).
+  void publish_store_counters();
   std::string new_id(const char* prefix);
 
   ServeOptions opt_;
@@ -113,6 +129,10 @@ class Service {
   Admission admission_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> generated_tokens_{0};
+  mutable std::mutex store_mu_;
+  StoreSample store_sample_;  // the store's counters as of the last token (store_mu_)
+  StreamSlots telemetry_slots_;
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;
 
