@@ -224,6 +224,66 @@ TEST_F(ServeTiny, ChatStreamMatchesJsonAndContinuationIsReused) {
   EXPECT_GT(two["usage"]["prompt_tokens"].get<int64_t>(), one["usage"]["prompt_tokens"].get<int64_t>());
 }
 
+// The Anthropic route on the same service: a streamed reply's blocks equal the whole message's,
+// and a next turn that sends the reply back as thinking and text blocks continues the kept state
+// (reported as cache_read_input_tokens). The telemetry sample counts what was generated.
+TEST_F(ServeTiny, MessagesStreamMatchesJsonAndContinuationIsReused) {
+  ServeOptions o;
+  o.engine.model_dir = dir_->str();
+  o.model_id = "tiny";
+  Service s(o);
+  auto body = [](const Json& messages, int max_tokens, bool stream) {
+    return Json{{"model", "tiny"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream},
+                {"messages", messages}}.dump();
+  };
+  const Json hello = Json::array({Json{{"role", "user"}, {"content", "hello"}}});
+  Json a = s.run(s.prepare_messages(body(hello, 6, false)), {}, [] { return false; });
+  EXPECT_EQ(a["type"], "message");
+  EXPECT_EQ(a["id"].get<std::string>().rfind("msg_", 0), 0u);
+  EXPECT_TRUE(a["stop_reason"] == "max_tokens" || a["stop_reason"] == "end_turn");
+  EXPECT_LE(a["usage"]["output_tokens"].get<int64_t>(), 6);
+  std::string events;
+  Json none = s.run(s.prepare_messages(body(hello, 6, true)), [&](const std::string& e) { events += e; return true; },
+                    [] { return false; });
+  EXPECT_TRUE(none.is_null());
+  Json blocks = Json::array(), usage;
+  std::string last;
+  for (size_t pos = 0; (pos = events.find("data: ", pos)) != std::string::npos;) {
+    size_t end = events.find("\n\n", pos);
+    Json e = Json::parse(events.substr(pos + 6, end - pos - 6));
+    pos = end;
+    last = e["type"];
+    if (last == "content_block_start") blocks.push_back(e["content_block"]);
+    if (last == "content_block_delta") {
+      Json& b = blocks[e["index"].get<size_t>()];
+      const char* field = e["delta"]["type"] == "thinking_delta" ? "thinking" : "text";
+      b[field] = b[field].get<std::string>() + e["delta"][field].get<std::string>();
+    }
+    if (last == "message_delta") usage = e["usage"];
+  }
+  EXPECT_EQ(last, "message_stop");
+  EXPECT_EQ(blocks, a["content"]);
+  EXPECT_EQ(usage["output_tokens"], a["usage"]["output_tokens"]);
+
+  // One token leaves the rendered prompt on the tape; the next turn re-renders it and extends it.
+  Json one = s.run(s.prepare_messages(body(hello, 1, false)), {}, [] { return false; });
+  Json next = hello;
+  next.push_back(Json{{"role", "assistant"},
+                      {"content", Json::array({Json{{"type", "thinking"}, {"thinking", "thinking"}, {"signature", ""}},
+                                               Json{{"type", "text"}, {"text", "hi"}}})}});
+  next.push_back(Json{{"role", "user"}, {"content", "and then?"}});
+  Json two = s.run(s.prepare_messages(body(next, 4, false)), {}, [] { return false; });
+  const int64_t first_prompt = one["usage"]["input_tokens"].get<int64_t>() + one["usage"]["cache_read_input_tokens"].get<int64_t>();
+  EXPECT_EQ(two["usage"]["cache_read_input_tokens"], first_prompt);
+  EXPECT_GT(two["usage"]["input_tokens"].get<int64_t>(), 0);
+
+  TelemetrySample t = s.telemetry_sample();
+  EXPECT_EQ(t.completed, 4);
+  EXPECT_GE(t.tokens, 4);
+  EXPECT_FALSE(t.streaming);
+  EXPECT_FALSE(t.generating);
+}
+
 TEST_F(ServeTiny, DSparkDraftingGivesTheSameRepliesOnReusedAndResetStates) {
   testing::TempDir ds("serve-dspark");
   model::write_tiny_dspark({}, format::load_kimi_config(dir_->str()), ds.str());

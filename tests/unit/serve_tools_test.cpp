@@ -7,6 +7,7 @@
 #include <string>
 
 #include "serve/service.h"
+#include "serve_test_util.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,28 +77,6 @@ TEST(ServeTools, K3ToolCallRoundTrip) {
   Json again = user;
   again.push_back(back);
   EXPECT_EQ(tokenizer::render_chat(*tok, ChatFormat::kimi_k3, again, no_gen).ids, full);
-}
-
-// Byte-level ranks with every chat format's markers after them: the formats' structure without a
-// real vocabulary (offline).
-std::unique_ptr<tokenizer::Tokenizer> byte_all_formats_tokenizer() {
-  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string ranks;
-  for (int b = 0; b < 256; ++b)
-    ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
-  tokenizer::TiktokenOptions opt;
-  opt.pattern = tokenizer::TiktokenPattern::o200k_base;
-  int32_t id = 256;
-  for (const char* s : {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
-                        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                        "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
-                        "<｜tool▁output▁end｜>", "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
-                        "<|im_end|>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
-                        "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<think>",
-                        "</think>", "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>", "<|call|>",
-                        "<|return|>"})
-    opt.specials.push_back(tokenizer::SpecialToken{id++, s, true});
-  return tokenizer::load_tiktoken_bytes(ranks, "byte-all-formats", opt);
 }
 
 TEST(ServeTools, ToolCallRoundTripInEveryFormat) {
