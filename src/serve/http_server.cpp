@@ -235,6 +235,8 @@ int serve_http(Service& service) {
       const bool ok = (auth.rfind(bearer, 0) == 0 && same_secret(auth.substr(bearer.size()), o.api_key)) ||
                       (!x_api_key.empty() && same_secret(x_api_key, o.api_key));
       if (!ok) {
+        // The body was not read: the connection cannot carry another request.
+        res.set_header("Connection", "close");
         send_error(res,
                    ApiError(401,
                             auth.empty() && x_api_key.empty()
