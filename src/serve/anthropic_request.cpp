@@ -14,7 +14,7 @@ using tokenizer::ChatFormat;
 
 const std::set<std::string> kFields = {"model",       "messages",      "max_tokens", "system",   "metadata",
                                        "stop_sequences", "stream",     "temperature", "top_p",   "top_k",
-                                       "tools",       "tool_choice",   "thinking",   "service_tier"};
+                                       "tools",       "tool_choice",   "thinking",   "service_tier", "cache_control"};
 // Requests may carry at most this many stop sequences (each is matched against all generated text).
 constexpr size_t kMaxStopSequences = 16;
 
@@ -28,7 +28,7 @@ constexpr size_t kMaxStopSequences = 16;
 [[noreturn]] void unsupported(const std::string& path, const std::string& what) { bad(path, what, "unsupported_value"); }
 
 std::string at(const std::string& path, size_t i) { return path + "." + std::to_string(i); }
-std::string at(const std::string& path, const std::string& key) { return path + "." + key; }
+std::string at(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
 // Present and not null.
 const Json* field(const Json& obj, const std::string& key) {
@@ -260,8 +260,14 @@ MessagesRequest::Thinking convert_thinking(const Json& th, int64_t max_tokens) {
     only_fields(th, "thinking", {"type"});
     return MessagesRequest::Thinking::disabled;
   }
-  if (type != "enabled") bad("thinking.type", "'" + type + "' is not a thinking mode (enabled or disabled).");
-  only_fields(th, "thinking", {"type", "budget_tokens"});
+  if (type != "enabled" && type != "adaptive")
+    bad("thinking.type", "'" + type + "' is not a thinking mode here (enabled, adaptive or disabled).");
+  only_fields(th, "thinking", type == "adaptive" ? std::set<std::string>{"type", "display"}
+                                                 : std::set<std::string>{"type", "budget_tokens", "display"});
+  // Reasoning is always shown as the model wrote it.
+  if (const Json* d = field(th, "display"); d && *d != "summarized")
+    unsupported("thinking.display", "only 'summarized' (the reasoning as written) is supported.");
+  if (type == "adaptive") return MessagesRequest::Thinking::enabled;
   // The budget is checked as Anthropic checks it; the reply's length is bounded by max_tokens
   // only (reasoning and answer together), as this server cannot end a model's reasoning early.
   const Json* b = field(th, "budget_tokens");
@@ -289,6 +295,7 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& li
   ChatRequest& c = r.chat;
   for (auto f = body.begin(); f != body.end(); ++f)
     if (!kFields.count(f.key())) unknown_field(f.key());
+  check_cache_control(body, "");
   const Json* model = field(body, "model");
   if (!model) bad("model", "Field required.", "missing_required_parameter");
   if (!model->is_string()) wrong_type("model", *model, "a string");
