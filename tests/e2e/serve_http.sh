@@ -2,7 +2,8 @@
 # End-to-end: `sluice serve` over raw HTTP (curl) on a tiny random model: routes with and without
 # /v1, JSON and SSE framing, greedy determinism, OpenAI-shaped errors (malformed JSON, wrong types,
 # unknown fields and routes, huge bodies, API key), 429 beyond the queue, client disconnects that
-# cancel their generation, Qwen3 chat, and a graceful SIGTERM.
+# cancel their generation, Qwen3 chat, /v1/messages framing and errors, the web chat's files, capped
+# telemetry streams, and a graceful SIGTERM that ends every stream.
 # Usage: serve_http.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -164,15 +165,77 @@ code=$(curl -s -o "$work/out.json" -w '%{http_code}' --data-binary \
 expect_error 400 "'reasoning_effort'" "'unsupported_value'"
 stop_server "$qwen_pid"
 
-# Graceful stop: SIGTERM during a stream ends it and the process exits 0.
+# Anthropic's route over raw HTTP: the key as x-api-key, named SSE events whose data's type is the
+# event's name, message_start first and message_stop last; Anthropic-shaped errors on that route.
+curl -s -N -H 'x-api-key: sekret' -o "$work/msg_sse.txt" --data-binary \
+  '{"model":"tiny","max_tokens":6,"messages":[{"role":"user","content":"hi"}],"temperature":0,"stream":true}' \
+  "$k3_url/v1/messages"
+python3 - "$work/msg_sse.txt" <<'PY' || fail "messages stream framing: $(head -c 600 "$work/msg_sse.txt")"
+import json, sys
+blocks = [b for b in open(sys.argv[1]).read().split("\n\n") if b]
+names = []
+for b in blocks:
+    event, data = b.split("\n")
+    assert event.startswith("event: ") and data.startswith("data: "), b
+    assert json.loads(data[6:])["type"] == event[7:], b
+    names.append(event[7:])
+assert names[0] == "message_start" and names[-2] == "message_delta" and names[-1] == "message_stop", names
+PY
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' --data-binary '{}' "$k3_url/v1/messages")
+[ "$code" = 401 ] || fail "messages without a key: $code"
+jcheck "j == {'type': 'error', 'error': {'type': 'authentication_error', 'message': j['error']['message']}}"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' -H 'x-api-key: sekret' --data-binary \
+  '{"model":"gpt","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}' "$k3_url/v1/messages")
+[ "$code" = 404 ] || fail "messages with another model: $code"
+jcheck "j['type'] == 'error' and j['error']['type'] == 'not_found_error'"
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' -H 'x-api-key: sekret' --data-binary \
+  '{"model":"tiny","messages":[{"role":"user","content":"hi"}]}' "$k3_url/v1/messages")
+[ "$code" = 400 ] || fail "messages without max_tokens: $code"
+jcheck "j['error']['type'] == 'invalid_request_error' and j['error']['message'].startswith('max_tokens:')"
+# The web chat's files need no key and load nothing from elsewhere; the API behind them does.
+code=$(curl -s -D "$work/page_headers.txt" -o "$work/page.html" -w '%{http_code}' "$k3_url/")
+[ "$code" = 200 ] || fail "GET /: $code"
+grep -qi "^content-security-policy: default-src 'none'" "$work/page_headers.txt" || fail "GET / has no CSP"
+grep -q '/web/chat.js' "$work/page.html" || fail "the page does not load its script"
+! grep -Eq 'https?://' "$work/page.html" || fail "the page names another origin"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$k3_url/web/chat.js")
+[ "$code" = 200 ] || fail "GET /web/chat.js: $code"
+
+# Telemetry: one event at once and then every second; at most --telemetry-streams (4) at once, the
+# fifth is refused; open streams end when the server shuts down (below).
+tpids=()
+for i in 1 2 3 4; do
+  curl -s -N "${auth[@]}" --max-time 60 "$k3_url/v1/telemetry" >"$work/telemetry$i.txt" 2>/dev/null &
+  tpids+=($!)
+done
+for _ in $(seq 1 50); do
+  [ "$(grep -c '^data: ' "$work/telemetry4.txt" 2>/dev/null)" -ge 1 ] && break
+  sleep 0.1
+done
+code=$(curl -s -o "$work/out.json" -w '%{http_code}' "${auth[@]}" "$k3_url/v1/telemetry")
+expect_error 429 None "'too_many_telemetry_streams'"
+sleep 1.2
+python3 - "$work/telemetry1.txt" <<'PY' || fail "telemetry events: $(head -c 600 "$work/telemetry1.txt")"
+import json, sys
+events = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+assert len(events) >= 2, events
+e = events[-1]
+assert e["telemetry_streams"] == 4 and e["queue_depth"] == 0 and e["streaming"] is False, e
+assert {"tokens_per_second", "cache", "drives", "read_bytes_per_second", "waiting"} <= set(e), e
+PY
+
+# Graceful stop: SIGTERM during a stream ends it (and the telemetry streams) and the process exits 0.
 curl -s -N "${auth[@]}" --max-time 10 --data-binary "$long" "$k3_url/v1/completions" >"$work/term_sse.txt" 2>/dev/null &
 curl_pid=$!
 sleep 0.5
 kill -TERM "$k3_pid"
+term_at=$(date +%s)
 status=0
 wait "$k3_pid" || status=$?
 [ "$status" = 0 ] || fail "server exit status after SIGTERM: $status ($(tail -3 "$work/k3.log"))"
+[ $(( $(date +%s) - term_at )) -le 8 ] || fail "the server took more than 8 s to stop with telemetry streams open"
 wait "$curl_pid" || true
+for p in "${tpids[@]}"; do wait "$p" || true; done
 grep -q 'shutting_down' "$work/term_sse.txt" || fail "the running stream was not told about the shutdown"
 grep -q 'stopped after' "$work/k3.log" || fail "no shutdown line in the log"
 echo "serve_http: all checks passed"
