@@ -103,6 +103,7 @@ Action register_serve(CLI::App& app) {
     o->api_key = key.value_or("");
     o->state_reuse = !*no_reuse;
     o->engine.prefetch = !*no_prefetch;
+    serve::block_stop_signals();  // before the engine starts threads: only serve_http's waiter takes SIGTERM
     serve::Service service(*o);
     return serve::serve_http(service);
   };

@@ -201,6 +201,21 @@ void serve_asset(const httplib::Request& req, httplib::Response& res) {
 
 }  // namespace
 
+namespace {
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+void block_stop_signals() {
+  const sigset_t set = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 int serve_http(Service& service) {
   const ServeOptions& o = service.options();
   // Request bodies, their parsed JSON and prompts may each be as large as --max-request-bytes.
@@ -209,11 +224,8 @@ int serve_http(Service& service) {
   // connection threads' arenas: 388 MB resident after eight 100 MB prompts, and a 4.3 GB peak).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Signals go to one waiting thread (blocked everywhere else, including httplib's workers).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = stop_signal_set();
+  block_stop_signals();
   ::signal(SIGPIPE, SIG_IGN);
 
   ConnectionLimits limits;

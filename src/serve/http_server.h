@@ -6,6 +6,11 @@
 
 namespace sluice::serve {
 
+// Blocks SIGINT and SIGTERM in the calling thread and so in every thread it starts afterwards:
+// call it before the Service (whose engine may start reader threads) exists, so that serve_http's
+// waiting thread is the only one a stop signal can go to.
+void block_stop_signals();
+
 // Serves until SIGINT or SIGTERM; returns the process exit status. Prints one "listening" line
 // on stderr once the port is bound (tests wait for it).
 int serve_http(Service& service);
