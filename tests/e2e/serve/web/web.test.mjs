@@ -78,6 +78,10 @@ test('the Anthropic route streams a second turn with the first reply sent back a
 test('the stop button ends a long reply and its generation', async () => {
   await page.selectOption('#api', 'openai');
   await page.fill('#max-tokens', '100000');
+  // A random model may end its reply at any token: this one goes on until stopped (ignore_eos is
+  // the server's extension, added to the page's request on its way out).
+  const endless = (route) => route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), ignore_eos: true }) });
+  await page.route('**/v1/chat/completions', endless);
   const before = await page.locator('.msg.assistant').count();
   await page.fill('#prompt', 'Go on forever.');
   await page.click('#send');
@@ -96,6 +100,7 @@ test('the stop button ends a long reply and its generation', async () => {
   }
   assert.equal(generating, false, 'the generation went on after stop');
   assert.equal(await page.locator('#send').textContent(), 'Send');
+  await page.unroute('**/v1/chat/completions', endless);
 });
 
 test('the live panel charts tokens/s, queue, hit rate and both drives from the telemetry stream', async () => {
