@@ -27,12 +27,17 @@ double now_s() {
 
 }  // namespace
 
-double HomeStats::mean_ms() const {
-  if (latency_ms.empty()) return 0;
-  double s = 0;
-  for (float v : latency_ms) s += v;
-  return s / double(latency_ms.size());
+void HomeStats::add_latency(float ms) {
+  latency_sum_ms += ms;
+  if (latency_ms.size() < kLatencyWindow) {
+    latency_ms.push_back(ms);
+  } else {
+    latency_ms[latency_next] = ms;
+    latency_next = (latency_next + 1) % kLatencyWindow;
+  }
 }
+
+double HomeStats::mean_ms() const { return reads ? latency_sum_ms / double(reads) : 0; }
 
 double HomeStats::p99_ms() const {
   if (latency_ms.empty()) return 0;
@@ -255,7 +260,7 @@ void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::strin
   if (ok) {
     s.reads += 1;
     s.bytes += h.length;
-    s.latency_ms.push_back(float(seconds * 1e3));
+    s.add_latency(float(seconds * 1e3));
     if (seconds > 0) s.bandwidth = 0.8 * s.bandwidth + 0.2 * (double(h.length) / seconds);
     j.state = 2;
   } else {

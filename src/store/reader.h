@@ -23,8 +23,14 @@ namespace sluice::store {
 
 struct HomeStats {
   uint64_t reads = 0, bytes = 0, errors = 0;
-  std::vector<float> latency_ms;  // per completed read
+  // Latencies of completed reads: the mean over all of them, the p99 over the most recent
+  // kLatencyWindow (a ring: a long-running server's stats stay bounded, as do their copies).
+  static constexpr size_t kLatencyWindow = 4096;
+  std::vector<float> latency_ms;  // ring of up to kLatencyWindow, oldest overwritten first
+  size_t latency_next = 0;
+  double latency_sum_ms = 0;
   double bandwidth = 0;           // current estimate, bytes/s
+  void add_latency(float ms);
   double mean_ms() const;
   double p99_ms() const;
 };

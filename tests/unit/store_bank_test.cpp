@@ -21,6 +21,7 @@
 #include "format/safetensors.h"
 #include "model/registry.h"
 #include "model_test_util.h"
+#include "store/reader.h"
 #include "store/expert_bank.h"
 #include "store/manifest.h"
 #include "store/prepare.h"
@@ -375,6 +376,30 @@ TEST_F(StoreFusedBankTest, FusedTensorOfAnotherShapeIsRefusedNamingIt) {
   EXPECT_NE(msg.find("tensor model.layers.1.mlp.experts.gate_blocks is U8 with 3 dims; the config implies U8 [6, 16, 32]"),
             std::string::npos)
       << msg;
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A home's read latencies stay bounded however long the reader runs (a server's telemetry copies
+// them every second): the mean covers every read, the p99 the most recent window.
+TEST(StoreHomeStats, LatenciesAreABoundedWindowWithAnExactMean) {
+  store::HomeStats s;
+  const size_t n = 3 * store::HomeStats::kLatencyWindow + 17;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float ms = i < n - store::HomeStats::kLatencyWindow ? 1000.0f : float(i % 100);
+    s.reads += 1;
+    s.add_latency(ms);
+    sum += ms;
+  }
+  EXPECT_EQ(s.latency_ms.size(), store::HomeStats::kLatencyWindow);
+  EXPECT_DOUBLE_EQ(s.mean_ms(), sum / double(n));
+  EXPECT_LT(s.p99_ms(), 100.0);  // the old 1000 ms reads have left the window
+  EXPECT_GE(s.p99_ms(), 98.0);
 }
 
 }  // namespace
