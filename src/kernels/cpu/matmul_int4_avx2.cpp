@@ -16,8 +16,10 @@
 namespace sluice::kernels {
 namespace {
 
-constexpr int kRowTile = 4;
-constexpr int kVecTile = 2;  // 4x2 accumulators, the row's two tables and the operands fit 16 ymm
+// The decode (tables and lookups) costs several times the FMAs of one vector, so a tile takes many
+// vectors and few rows: 2x4 accumulators, one row's two tables and the operands fit 16 ymm.
+constexpr int kRowTile = 2;
+constexpr int kVecTile = 4;
 
 inline float reduce8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -82,7 +84,7 @@ void int4_tile(const unsigned char* packed, const unsigned char* scales, int64_t
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const __m256 wv = decode_word(words + 4 * k, values);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int i = 0; i < N; ++i)
           acc[r][i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * ldx + g * kInt4Group + 8 * k), acc[r][i]);
       }
@@ -97,7 +99,12 @@ void int4_rows(const unsigned char* packed, const unsigned char* scales, int64_t
                int64_t n, float* y, int64_t ldy) {
   int64_t i = 0;
   for (; i + kVecTile <= n; i += kVecTile) int4_tile<R, kVecTile>(packed, scales, cols, x + i * ldx, ldx, y + i * ldy, ldy);
-  if (i < n) int4_tile<R, 1>(packed, scales, cols, x + i * ldx, ldx, y + i * ldy, ldy);
+  switch (n - i) {
+    case 3: int4_tile<R, 3>(packed, scales, cols, x + i * ldx, ldx, y + i * ldy, ldy); break;
+    case 2: int4_tile<R, 2>(packed, scales, cols, x + i * ldx, ldx, y + i * ldy, ldy); break;
+    case 1: int4_tile<R, 1>(packed, scales, cols, x + i * ldx, ldx, y + i * ldy, ldy); break;
+    default: break;
+  }
 }
 
 }  // namespace
