@@ -1,7 +1,7 @@
 // Single-core weight-product benchmarks on routed-expert shapes (Kimi K3's MXFP4 and BF16 [3072, 3584]
-// and [3584, 3072]; DeepSeek-V3's FP8 [2048, 7168] and [7168, 2048]), reported as weight bytes
-// per second next to a memory-read floor
-// measured between the same calls on buffers of the same size, and as the ratio of the two.
+// and [3584, 3072]; DeepSeek-V3's FP8 and Kimi-K2-Thinking's INT4 [2048, 7168] and [7168, 2048]),
+// reported as weight bytes per second next to a memory-read floor measured between the same calls
+// on buffers of the same size, and as the ratio of the two.
 //
 // Every timed call reads a different copy of the weights, cycling through more than 256 MiB, so
 // that the weights come from DRAM as routed experts do rather than from the L3. The floor streams
@@ -73,6 +73,15 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
       set.scales.push_back(sluice::allocate_touched(scale_bytes));
       auto* sc = reinterpret_cast<uint8_t*>(set.scales.back().get());
       for (size_t i = 0; i < scale_bytes; ++i) sc[i] = uint8_t(117 + next_random(s) % 21);
+    } else if (type == WeightType::INT4_G32) {
+      // Random int4 codes and Kimi-K2-Thinking-like positive BF16 group scales (~2e-3).
+      for (size_t i = 0; i < data_bytes; i += 8) {
+        uint64_t v = next_random(s);
+        std::memcpy(d + i, &v, std::min<size_t>(8, data_bytes - i));
+      }
+      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      auto* sc = reinterpret_cast<uint16_t*>(set.scales.back().get());
+      for (size_t i = 0; i < scale_bytes / 2; ++i) sc[i] = uint16_t(0x3b00 + next_random(s) % 128);
     } else if (type == WeightType::FP8_E4M3) {
       // Finite e4m3 codes (0x7f and 0xff are NaN) and DeepSeek-V3-like block scales (~1e-3).
       for (size_t i = 0; i < data_bytes; ++i) {
@@ -283,7 +292,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
 };
 
 const char* type_tag(WeightType t) {
-  return t == WeightType::MXFP4 ? "mxfp4" : t == WeightType::BF16 ? "bf16" : t == WeightType::FP8_E4M3 ? "fp8" : "f32";
+  switch (t) {
+    case WeightType::MXFP4: return "mxfp4";
+    case WeightType::BF16: return "bf16";
+    case WeightType::FP8_E4M3: return "fp8";
+    case WeightType::INT4_G32: return "int4";
+    case WeightType::F32: break;
+  }
+  return "f32";
 }
 
 }  // namespace
@@ -296,12 +312,12 @@ int main(int argc, char** argv) {
   struct Shape {
     int64_t rows, cols;
   };
-  // Gate/up and down of a routed expert: K3's (MXFP4, and BF16 for comparison) and DeepSeek-V3's
-  // FP8 ones ([2048, 7168] and [7168, 2048], 128x128 block scales).
+  // Gate/up and down of a routed expert: K3's (MXFP4, and BF16 for comparison), DeepSeek-V3's FP8
+  // ones and Kimi-K2-Thinking's INT4 ones ([2048, 7168] and [7168, 2048]).
   const Shape k3_shapes[] = {{3072, 3584}, {3584, 3072}};
   const Shape dsv3_shapes[] = {{2048, 7168}, {7168, 2048}};
-  for (WeightType type : {WeightType::MXFP4, WeightType::BF16, WeightType::FP8_E4M3}) {
-    const auto& shapes = type == WeightType::FP8_E4M3 ? dsv3_shapes : k3_shapes;
+  for (WeightType type : {WeightType::MXFP4, WeightType::BF16, WeightType::FP8_E4M3, WeightType::INT4_G32}) {
+    const auto& shapes = type == WeightType::FP8_E4M3 || type == WeightType::INT4_G32 ? dsv3_shapes : k3_shapes;
     for (const Shape& sh : shapes) {
       const std::string group =
           std::string(type_tag(type)) + "_" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);

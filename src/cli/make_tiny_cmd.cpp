@@ -32,8 +32,8 @@ Action register_make_tiny(CLI::App& app) {
   auto moe = std::make_shared<model::TinyMoeSpec>();
   CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
   sub->add_option("--arch", *arch,
-                  "kimi_k3, kimi_linear, qwen3_moe, gpt_oss (MXFP4 experts), deepseek_v3 or kimi_k2 (BF16, or FP8 with "
-                  "--fp8)")
+                  "kimi_k3, kimi_linear, qwen3_moe, gpt_oss (MXFP4 experts), deepseek_v3 or kimi_k2 (BF16, FP8 with "
+                  "--fp8, or INT4 routed experts with --int4)")
       ->check(CLI::IsMember({"kimi_k3", "kimi_linear", "qwen3_moe", "gpt_oss", "deepseek_v3", "kimi_k2"}));
   sub->add_option("--out", *out, "Output directory of the target checkpoint");
   sub->add_option("--seed", s->seed, "Random seed")->default_val(1);
@@ -67,6 +67,9 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--sparse-step", moe->sparse_step, "qwen3_moe: decoder_sparse_step")->default_val(1);
   sub->add_option("--rope-theta", moe->rope_theta, "qwen3_moe/gpt_oss/deepseek: rope_theta")->default_val(10000.0);
   sub->add_flag("--fp8", moe->fp8, "deepseek_v3/kimi_k2: FP8 e4m3 weights with 128x128 block scales, as released");
+  sub->add_flag("--int4", moe->int4,
+                "deepseek_v3/kimi_k2: routed experts in compressed-tensors pack-quantized INT4 (group 32, BF16 scales), "
+                "the rest BF16, as Kimi-K2-Thinking is released");
   sub->add_flag("!--no-norm-topk", moe->norm_topk, "qwen3_moe/deepseek: norm_topk_prob false");
   sub->add_option("--dspark", *dspark,
                   "Also write a random K3 DSpark drafter (config.json + model.safetensors) for the target into this directory");
@@ -87,6 +90,9 @@ Action register_make_tiny(CLI::App& app) {
     std::string target_dir = *target;
     if (!out->empty() && *arch != "kimi_k3" && *arch != "kimi_linear") {
       if (!dspark->empty()) fail("make-tiny: --dspark drafts for Kimi K3 targets only");
+      if ((moe->fp8 || moe->int4) && *arch != "deepseek_v3" && *arch != "kimi_k2")
+        fail("make-tiny: --fp8 and --int4 are for deepseek_v3 and kimi_k2");
+      if (moe->fp8 && moe->int4) fail("make-tiny: --fp8 and --int4 exclude each other");
       model::TinyMoeSpec& m = *moe;
       m.arch = *arch;
       m.seed = s->seed;

@@ -27,6 +27,50 @@ void check_remote_code_fields(const json& root, const std::string& where) {
   if (scoring != "sigmoid") fail(where, ": scoring_func '", scoring, "' is not supported (DeepSeek-V3 scores with 'sigmoid')");
 }
 
+// Kimi-K2-Thinking's INT4 release quantizes exactly the routed experts: every other Linear module
+// (attention, the dense MLP, the shared experts, lm_head) must be in the ignore list and no routed
+// expert may be. Asked of the first and last dense and MoE layers and the first and last expert: a
+// list that singles out others still cannot load, since the loader checks every tensor's name and
+// dtype against the same scheme.
+void check_int4_modules(const DeepSeekConfig& c, const std::vector<std::string>& ignore, const std::string& where) {
+  const std::string qw = field_where(field_where(where, "quantization_config"), "ignore");
+  if (c.hidden_size % 32 != 0 || c.moe_intermediate_size % 32 != 0)
+    fail(where, ": INT4 experts need hidden_size (", c.hidden_size, ") and moe_intermediate_size (",
+         c.moe_intermediate_size, ") divisible by the group size 32");
+  const ModuleMatcher ignored(ignore, qw);
+  auto must_be_bf16 = [&](const std::string& m) {
+    if (!ignored.matches(m))
+      fail(qw, ": module ", m, " is not ignored, so it would be INT4; sluice reads compressed-tensors INT4 only for "
+           "the routed experts (as Kimi-K2-Thinking ships them)");
+  };
+  const char* const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+  for (int64_t l : {int64_t(0), c.first_k_dense_replace - 1, c.first_k_dense_replace, c.num_layers - 1}) {
+    if (l < 0 || l >= c.num_layers) continue;
+    const std::string L = cat("model.layers.", l, "."), A = L + "self_attn.";
+    if (c.q_lora_rank > 0) {
+      must_be_bf16(A + "q_a_proj");
+      must_be_bf16(A + "q_b_proj");
+    } else {
+      must_be_bf16(A + "q_proj");
+    }
+    for (const char* m : {"kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}) must_be_bf16(A + m);
+    if (!c.is_moe(l)) {
+      for (const char* m : mlp) must_be_bf16(L + "mlp." + m);
+      continue;
+    }
+    if (c.num_shared_experts > 0)
+      for (const char* m : mlp) must_be_bf16(L + "mlp.shared_experts." + m);
+    for (int64_t e : {int64_t(0), c.num_experts - 1})
+      for (const char* m : mlp) {
+        const std::string name = cat(L, "mlp.experts.", e, ".", m);
+        if (ignored.matches(name))
+          fail(qw, ": routed expert module ", name, " is ignored (BF16); sluice reads every routed expert of a "
+               "compressed-tensors checkpoint as INT4");
+      }
+  }
+  must_be_bf16("lm_head");
+}
+
 }  // namespace
 
 double DeepSeekConfig::softmax_scale() const {
@@ -96,7 +140,9 @@ DeepSeekConfig parse_deepseek_config(const std::string& json_text, const std::st
     if (!(c.routed_scaling_factor > 0) || !std::isfinite(c.routed_scaling_factor))
       fail(where, ": field 'routed_scaling_factor' must be positive");
   }
-  c.quant = parse_weight_quant(root, where);
+  const QuantConfig quant = parse_quant_config(root, where);
+  c.quant = quant.kind;
+  if (c.quant == WeightQuant::Int4Group32) check_int4_modules(c, quant.ignore, where);
   c.bos_token_id = optional_token_id(root, "bos_token_id", c.vocab_size, where);
   c.eos_token_ids = token_id_list(root, "eos_token_id", c.vocab_size, where);
   return c;

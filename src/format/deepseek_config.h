@@ -3,7 +3,8 @@
 // config.json and validated: MLA with RoPE on the rope part (interleaved pairs unless
 // rope_interleave is false), YaRN with its softmax mscale, q_lora_rank present or absent, dense
 // first layers, shared experts, the sigmoid router with correction bias and grouped top-k, and FP8
-// block-quantized or BF16 weights. What sluice does not implement is refused by name.
+// block-quantized or BF16 weights, or Kimi-K2-Thinking's compressed-tensors INT4 routed experts (the
+// rest BF16). What sluice does not implement is refused by name.
 #pragma once
 #include <cstdint>
 #include <string>

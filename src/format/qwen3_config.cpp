@@ -89,6 +89,8 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
   }
 
   c.quant = parse_weight_quant(root, where);
+  if (c.quant == WeightQuant::Int4Group32)
+    fail(where, ": quantization_config: compressed-tensors INT4 is read only for DeepSeek-V3 / Kimi-K2 routed experts");
   c.sparse.assign(size_t(c.num_layers), false);
   if (c.moe) parse_moe(root, where, c);
 

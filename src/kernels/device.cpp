@@ -19,6 +19,7 @@ const char* weight_type_name(WeightType t) {
     case WeightType::BF16: return "BF16";
     case WeightType::MXFP4: return "MXFP4";
     case WeightType::FP8_E4M3: return "FP8_E4M3";
+    case WeightType::INT4_G32: return "INT4_G32";
   }
   return "?";
 }

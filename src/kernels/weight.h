@@ -1,6 +1,6 @@
 // Weights as every device sees them: a [rows, cols] matrix in one of the formats checkpoints ship
-// (F32, BF16, MXFP4 with E8M0 block scales, FP8 e4m3 with F32 128x128 block scales), an optional
-// bias, and the place its bytes live (host RAM or a device's memory). The store hands routed
+// (F32, BF16, MXFP4 with E8M0 block scales, FP8 e4m3 with F32 128x128 block scales, INT4 with BF16
+// scales per 32 columns), an optional bias, and the place its bytes live (host RAM or a device's memory). The store hands routed
 // experts out as ExpertViews of such weights; a Fence says when a view's bytes are ready.
 //
 // Batch invariance (the contract of every device, every op): the value written for output row r of
@@ -20,21 +20,36 @@ namespace sluice::kernels {
 // it (model code never dereferences either: it passes views to ops).
 enum class Place : uint8_t { Host, Device };
 
-enum class WeightType : uint8_t { F32, BF16, MXFP4, FP8_E4M3 };
+enum class WeightType : uint8_t { F32, BF16, MXFP4, FP8_E4M3, INT4_G32 };
 const char* weight_type_name(WeightType t);
 
 // FP8 weights carry one F32 scale per kFp8Block x kFp8Block block of the matrix (row-major
 // [ceil(rows/128), ceil(cols/128)], DeepSeek-V3's weight_scale_inv); edge blocks are partial.
 inline constexpr int64_t kFp8Block = 128;
 
+// INT4_G32 is compressed-tensors' pack-quantized symmetric int4 with group size 32 (Kimi-K2-Thinking's
+// routed experts): eight 4-bit codes per uint32, element 8g+i of a row in bits [4i, 4i+4) of word g,
+// each code q + 8 for q in [-8, 7]; one BF16 scale s per 32 columns of a row. The weight's value is
+// bf16(q·s): the exact product rounded to BF16 (to nearest even), which is what compressed-tensors'
+// dequantization computes, widened exactly to fp32. cols is a multiple of kInt4Group.
+inline constexpr int64_t kInt4Group = 32;
+
+// The 16 values of one INT4_G32 group, indexed by code (q + 8): bf16(q·s) widened to fp32. q·s is
+// exact in fp32 (4 bits times 8), so rounding it once to BF16 gives bf16(q·s).
+inline void int4_group_values(uint16_t scale_bf16, float out[16]) {
+  const float s = bf16_to_f32(scale_bf16);
+  for (int code = 0; code < 16; ++code) out[code] = bf16_to_f32(f32_to_bf16(float(code - 8) * s));
+}
+
 // A [rows, cols] weight stored row-major as in PyTorch ([out, in]).
 struct Weight {
   WeightType type = WeightType::F32;
   int64_t rows = 0, cols = 0;
   // F32: float[rows*cols]; BF16: uint16_t[rows*cols]; MXFP4: uint8_t[rows*cols/2] (low nibble =
-  // even column); FP8_E4M3: uint8_t[rows*cols].
+  // even column); FP8_E4M3: uint8_t[rows*cols]; INT4_G32: uint32_t[rows*cols/8] (kInt4Group).
   const void* data = nullptr;
-  // MXFP4: E8M0 bytes [rows, cols/32]; FP8_E4M3: float [ceil(rows/128), ceil(cols/128)].
+  // MXFP4: E8M0 bytes [rows, cols/32]; FP8_E4M3: float [ceil(rows/128), ceil(cols/128)];
+  // INT4_G32: BF16 [rows, cols/32].
   const void* scales = nullptr;
   // Optional bias [rows] (F32 or BF16), added after the product: y = (W·x) + b.
   const void* bias = nullptr;
@@ -52,6 +67,7 @@ inline size_t weight_data_bytes(const Weight& w) {
     case WeightType::BF16: return n * 2;
     case WeightType::MXFP4: return n / 2;
     case WeightType::FP8_E4M3: return n;
+    case WeightType::INT4_G32: return n / 2;
   }
   return 0;
 }
@@ -60,6 +76,7 @@ inline size_t weight_scale_bytes(const Weight& w) {
     case WeightType::MXFP4: return size_t(w.rows) * size_t(w.cols) / 32;
     case WeightType::FP8_E4M3:
       return size_t((w.rows + kFp8Block - 1) / kFp8Block) * size_t((w.cols + kFp8Block - 1) / kFp8Block) * 4;
+    case WeightType::INT4_G32: return size_t(w.rows) * size_t(w.cols / kInt4Group) * 2;
     default: return 0;
   }
 }

@@ -41,18 +41,26 @@ std::vector<float> to_floats(const format::TensorSet& ts, const TensorInfo& t) {
   return out;
 }
 
-// How make-tiny fills an expert segment: E2M1 codes and E8M0 scales as bytes, FP8 block scales as
-// positive floats sized for the matrix (init_arg: its columns), biases small.
+// How make-tiny fills an expert segment: E2M1 codes, int4 codes and E8M0 scales as bytes, FP8 block
+// and INT4 group scales as positive numbers sized for the matrix (init_arg: its columns), biases
+// small, a weight_shape as the matrix's shape.
 TensorSpec segment_spec(const store::ExpertBank& bank, const store::ExpertSegment& s, std::string name,
                         std::vector<int64_t> shape) {
   TensorSpec t{.name = std::move(name), .dtype = s.dtype, .shape = std::move(shape), .init = Init::Normal};
   switch (s.role) {
     case store::SegmentRole::Scales:
-      t.init = s.dtype == DType::F32 ? Init::BlockScale : Init::Scale;
+      t.init = s.dtype == DType::F32 ? Init::BlockScale : s.dtype == DType::BF16 ? Init::GroupScale : Init::Scale;
       t.init_arg = bank.layout.matrix(s.slot).cols;
       break;
     case store::SegmentRole::Bias: t.init = Init::Bias; break;
-    case store::SegmentRole::Data: t.init = s.dtype == DType::U8 ? Init::Packed : Init::Normal; break;
+    case store::SegmentRole::Data:
+      t.init = s.dtype == DType::U8 || s.dtype == DType::I32 ? Init::Packed : Init::Normal;
+      break;
+    case store::SegmentRole::Shape:
+      t.init = Init::MatrixShape;
+      t.init_rows = bank.layout.matrix(s.slot).rows;
+      t.init_arg = bank.layout.matrix(s.slot).cols;
+      break;
   }
   return t;
 }

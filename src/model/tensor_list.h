@@ -17,9 +17,12 @@ namespace sluice::model {
 
 // How make-tiny fills a tensor.
 // BlockScale: FP8 block scales (positive, sized for the matrix's init_arg columns); Scale: MXFP4
-// E8M0 bytes; Bias: a linear layer's bias; Sink: gpt-oss's per-head sink logits.
+// E8M0 bytes; GroupScale: INT4 group scales (positive BF16, sized likewise); MatrixShape: a matrix's
+// [init_rows, init_arg] as I32 (compressed-tensors' weight_shape); Packed: random bytes (E2M1 or
+// int4 codes); Bias: a linear layer's bias; Sink: gpt-oss's per-head sink logits.
 enum class Init : uint8_t {
-  Normal, NormWeight, ResProj, ALog, DtBias, Conv, CorrectionBias, Packed, Scale, BlockScale, Bias, Sink
+  Normal, NormWeight, ResProj, ALog, DtBias, Conv, CorrectionBias, Packed, Scale, BlockScale, GroupScale, MatrixShape,
+  Bias, Sink
 };
 
 // A small fp32 parameter (norm weights, biases, conv taps): widened on the host, kept on the device.
@@ -35,6 +38,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   Init init = Init::Normal;
   int64_t init_arg = 0;       // ALog: how many leading entries are non-zero (one per head)
+  int64_t init_rows = 0;      // MatrixShape: the matrix's rows (init_arg: its columns)
   // Where the loader binds it: a [shape[0], shape[1]] matrix (BF16, F32 or FP8, used in place) or a
   // parameter of numel(shape) elements (F32, BF16 or F16, widened). Neither: checked, not bound.
   kernels::Weight* matrix = nullptr;

@@ -97,8 +97,18 @@ std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
       for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.05 * rng.normal());
       break;
     case Init::Packed:
-      for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(rng.next() & 0xff);
+      for (std::byte& b : out) b = std::byte(rng.next() & 0xff);
       break;
+    case Init::GroupScale:
+      // Uniform int4 codes have E[q²] = 21.5: these scales give weights of about 1/sqrt(cols).
+      for (int64_t i = 0; i < n; ++i)
+        put(out, t.dtype, size_t(i), (0.75 + 0.5 * rng.uniform()) / (std::sqrt(21.5) * std::sqrt(double(t.init_arg))));
+      break;
+    case Init::MatrixShape: {
+      const int32_t shape[2] = {int32_t(t.init_rows), int32_t(t.init_arg)};
+      std::memcpy(out.data(), shape, sizeof shape);
+      break;
+    }
     case Init::Scale:
       for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(121 + rng.next() % 4);
       break;
@@ -375,6 +385,23 @@ std::string tiny_moe_config_json(const TinyMoeSpec& s) {
     if (s.fp8)
       j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                   {"weight_block_size", json::array({128, 128})}};
+    if (s.int4)  // Kimi-K2-Thinking's quantization_config
+      j["quantization_config"] = {
+          {"quant_method", "compressed-tensors"},
+          {"format", "pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", json::array({"Linear"})},
+              {"input_activations", nullptr},
+              {"output_activations", nullptr},
+              {"weights",
+               {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", 32},
+                {"dynamic", false}, {"actorder", nullptr}, {"block_structure", nullptr}, {"observer", "minmax"},
+                {"observer_kwargs", json::object()}}}}}}},
+          {"ignore", json::array({"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                  "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"})},
+          {"kv_cache_scheme", nullptr}};
   } else {
     fail("make-tiny: unknown architecture '", s.arch, "' (qwen3_moe, gpt_oss, deepseek_v3 or kimi_k2)");
   }

@@ -1,6 +1,6 @@
 // Writes small random checkpoints in the real on-disk formats (config.json, safetensors shards
-// with the real tensor names and dtypes: MXFP4 experts for K3 and gpt-oss, FP8 blocks for
-// DeepSeek-V3/Kimi-K2; Qwen3 and Qwen3-MoE as transformers saves them) for tests, fixtures and
+// with the real tensor names and dtypes: MXFP4 experts for K3 and gpt-oss, FP8 blocks or INT4
+// experts for DeepSeek-V3/Kimi-K2; Qwen3 and Qwen3-MoE as transformers saves them) for tests, fixtures and
 // demos.
 #pragma once
 #include <cstdint>
@@ -37,7 +37,8 @@ void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
 
 // A tiny checkpoint of one of the MoE architectures that share the cache-state decoder, in the real
 // on-disk format: qwen3_moe (BF16 per-expert tensors), gpt_oss (MXFP4 fused per layer, as
-// released), deepseek_v3 / kimi_k2 (BF16, or FP8 with 128x128 block scales when fp8).
+// released), deepseek_v3 / kimi_k2 (BF16, FP8 with 128x128 block scales when fp8, or routed experts
+// in compressed-tensors pack-quantized INT4 when int4, as Kimi-K2-Thinking).
 struct TinyMoeSpec {
   std::string arch = "qwen3_moe";
   uint64_t seed = 1;
@@ -47,7 +48,7 @@ struct TinyMoeSpec {
   int64_t dense_layers = 1;  // leading dense-MLP layers (mlp_only_layers / first_k_dense_replace)
   int64_t dense_inter = 128, experts = 16, top_k = 4, shared = 1, moe_inter = 64;
   int64_t expert_groups = 1, topk_groups = 1, sparse_step = 1, window = 8;
-  bool norm_topk = true, fp8 = false;
+  bool norm_topk = true, fp8 = false, int4 = false;
   double routed_scaling = 1.0, rope_theta = 10000.0;
   int shards = 2;
 };

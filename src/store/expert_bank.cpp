@@ -83,6 +83,7 @@ kernels::ExpertView build_views(const ExpertLayout& l, SegmentAt segment) {
         w.bias = segment(i);
         w.bias_type = s.dtype;
         break;
+      case SegmentRole::Shape: break;  // checked by validate(), not computed with
     }
   }
   return v;
@@ -101,6 +102,15 @@ kernels::ExpertView ExpertLayout::views(const std::byte* record) const {
 void ExpertLayout::validate(const std::vector<const std::byte*>& seg, const std::string& what) const {
   for (size_t i = 0; i < segments.size(); ++i) {
     const ExpertSegment& s = segments[i];
+    if (s.role == SegmentRole::Shape) {
+      const ExpertMatrix& m = matrix(s.slot);
+      if (s.dtype != DType::I32 || s.bytes != 8) fail(what, ": ", s.key, " must be two I32 values, the bank says otherwise");
+      int32_t shape[2];
+      std::memcpy(shape, seg[i], 8);
+      if (shape[0] != m.rows || shape[1] != m.cols)
+        fail(what, ": ", s.key, " is [", shape[0], ", ", shape[1], "], but the matrix is [", m.rows, ", ", m.cols, "]");
+      continue;
+    }
     if (s.role != SegmentRole::Scales) continue;
     const kernels::WeightType type = matrix(s.slot).type;
     if (type == kernels::WeightType::MXFP4) {
@@ -118,6 +128,14 @@ void ExpertLayout::validate(const std::vector<const std::byte*>& seg, const std:
         if (!std::isfinite(x) || !(x > 0))
           fail(what, ": ", s.key, " FP8 block scale ", x, " at block ", j,
                " (block scales of valid FP8 experts are finite and positive)");
+      }
+    } else if (type == kernels::WeightType::INT4_G32) {
+      if (s.dtype != DType::BF16) fail(what, ": ", s.key, " INT4 group scales must be BF16, the bank says ", dtype_name(s.dtype));
+      for (uint64_t j = 0; j < s.bytes / 2; ++j) {
+        uint16_t b;
+        std::memcpy(&b, seg[i] + j * 2, 2);
+        if ((b & 0x7f80) == 0x7f80)
+          fail(what, ": ", s.key, " INT4 group scale ", bf16_to_f32(b), " at group ", j, " (group scales are finite)");
       }
     }
   }

@@ -18,8 +18,9 @@ namespace sluice::store {
 
 // The matrix of an ExpertView a segment belongs to.
 enum class ExpertSlot : uint8_t { Gate, Up, Down };
-// What a segment holds for its matrix.
-enum class SegmentRole : uint8_t { Data, Scales, Bias };
+// What a segment holds for its matrix. Shape: the matrix's [rows, cols] as two I32 (compressed-tensors'
+// weight_shape), not read by the kernels but checked equal to the matrix by validate().
+enum class SegmentRole : uint8_t { Data, Scales, Bias, Shape };
 
 struct ExpertSegment {
   ExpertSlot slot = ExpertSlot::Gate;
@@ -67,7 +68,8 @@ struct ExpertLayout {
   // Views over segments that live at separate addresses (one pointer per segment).
   kernels::ExpertView views(const std::vector<const std::byte*>& segment_data) const;
   // Throws naming `what` for bytes no valid checkpoint holds (MXFP4 E8M0 scale bytes 0 and 255,
-  // FP8 block scales that are not finite and positive).
+  // FP8 block scales that are not finite and positive, INT4 group scales that are not finite, a
+  // weight_shape other than the matrix's).
   void validate(const std::vector<const std::byte*>& segment_data, const std::string& what) const;
 };
 

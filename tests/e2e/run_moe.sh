@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The MoE architectures of issue 17 through the real binary: `sluice run` on each tiny checkpoint
-# (qwen3_moe, gpt_oss with MXFP4 experts, deepseek_v3 with FP8 weights, kimi_k2) gives transformers'
-# greedy tokens for every fixture prompt (tools/fixtures/make_moe_fixtures.py) with the experts
-# resident, with prompt lookup drafting, with chunked prefill, and streamed by `sluice prepare`
-# from two homes through a cache far smaller than one layer's experts.
+# (qwen3_moe, gpt_oss with MXFP4 experts, deepseek_v3 with FP8 weights, kimi_k2, and kimi_k2 with
+# Kimi-K2-Thinking's INT4 experts) gives transformers' greedy tokens for every fixture prompt
+# (tools/fixtures/make_moe_fixtures.py) with the experts resident, with prompt lookup drafting, with
+# chunked prefill, and streamed by `sluice prepare` from two homes through a cache far smaller than
+# one layer's experts.
 # Usage: run_moe.sh <sluice> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -18,7 +19,7 @@ check() {  # check LABEL GOT WANT
     if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1: got [$2], want [$3]"; failures=$((failures + 1)); fi
 }
 
-for fixture in qwen3_moe_a qwen3_moe_b gpt_oss_a gpt_oss_b deepseek_v3_a kimi_k2_b; do
+for fixture in qwen3_moe_a qwen3_moe_b gpt_oss_a gpt_oss_b deepseek_v3_a kimi_k2_b kimi_k2_int4; do
     model="$work/$fixture"
     cp -r "$src/tests/fixtures/$fixture" "$model"
     rm -f "$model/expected.safetensors"

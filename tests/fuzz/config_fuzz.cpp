@@ -8,6 +8,7 @@
 // fuzz-sources: src/format/deepseek_config.cpp src/format/gpt_oss_config.cpp src/format/rope_params.cpp
 // fuzz-sources: src/format/quantization.cpp src/format/token_ids.cpp
 // fuzz-sources: src/format/json_util.cpp src/core/regular_file.cpp
+// fuzz-libs: -lpcre2-8
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -123,9 +123,10 @@ TEST(AllocationFree, Qwen3DecodeAndVerify) {
 }
 
 // The MoE architectures of issue 17, resident (their committed tiny checkpoints): DeepSeek-V3 with
-// FP8 weights and the FP8 SIMD product's activation buffer, gpt-oss's interleaved experts, Qwen3-MoE.
+// FP8 weights and the FP8 SIMD product's activation buffer, gpt-oss's interleaved experts, Qwen3-MoE,
+// Kimi-K2-Thinking's INT4 experts.
 TEST(AllocationFree, MoeArchitecturesDecodeAndVerify) {
-  for (const char* f : {"qwen3_moe_b", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b"}) {
+  for (const char* f : {"qwen3_moe_b", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b", "kimi_k2_int4"}) {
     auto m = model::load_target(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + f);
     expect_no_allocation(*m, f);
   }

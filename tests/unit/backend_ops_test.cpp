@@ -67,6 +67,7 @@ struct HostWeight {
   std::vector<uint8_t> bytes, scale_bytes;
   std::vector<float> block_scales, bias;  // bias: its exact values
   std::vector<uint16_t> bias_bf16;
+  std::vector<uint32_t> words;  // INT4_G32 codes, with BF16 group scales in bf16
   double at(int64_t r, int64_t c) const {
     switch (w.type) {
       case WeightType::F32: return f32[size_t(r * w.cols + c)];
@@ -82,6 +83,11 @@ struct HostWeight {
         const double mag = e == 0 ? std::ldexp(double(m), -9) : std::ldexp(double(8 + m), e - 10);
         const int64_t cb = (w.cols + kFp8Block - 1) / kFp8Block;
         return (b & 0x80 ? -mag : mag) * block_scales[size_t((r / kFp8Block) * cb + c / kFp8Block)];
+      }
+      case WeightType::INT4_G32: {
+        // bf16(q·s) (kernels_test checks the kernels against the format's definition).
+        const int q = int((words[size_t((r * w.cols + c) / 8)] >> (4 * (c % 8))) & 15) - 8;
+        return bf16_to_f32(f32_to_bf16(float(q) * bf16_to_f32(bf16[size_t(r * (w.cols / 32) + c / 32)])));
       }
     }
     return 0;
@@ -120,6 +126,15 @@ HostWeight random_weight(WeightType type, int64_t rows, int64_t cols, Rand& r, b
       for (int64_t i = 0; i < n; ++i) h.block_scales.push_back(0.002f + 0.001f * float(r.uniform(0, 8)));
       h.w.data = h.bytes.data();
       h.w.scales = h.block_scales.data();
+      break;
+    }
+    case WeightType::INT4_G32: {
+      // Random codes; positive BF16 scales with q·s of about sd (|q| is about 4.6 on average).
+      for (int64_t i = 0; i < rows * cols / 8; ++i) h.words.push_back(uint32_t(r.uniform(0, 0xffffffffll)));
+      for (int64_t i = 0; i < rows * cols / 32; ++i)
+        h.bf16.push_back(f32_to_bf16(sd / 4.6f * (0.75f + 0.125f * float(r.uniform(0, 4)))));
+      h.w.data = h.words.data();
+      h.w.scales = h.bf16.data();
       break;
     }
   }
@@ -275,8 +290,10 @@ TEST(BackendOps, LinearEveryFormatWithinTheBoundAndBatchInvariant) {
     WeightType type;
     int64_t rows, cols;
   };
-  const Shape shapes[] = {{WeightType::F32, 13, 37},    {WeightType::BF16, 29, 100},   {WeightType::MXFP4, 17, 96},
-                          {WeightType::FP8_E4M3, 200, 300}, {WeightType::BF16, 384, 7168}, {WeightType::MXFP4, 64, 3584}};
+  const Shape shapes[] = {{WeightType::F32, 13, 37},         {WeightType::BF16, 29, 100},
+                          {WeightType::MXFP4, 17, 96},        {WeightType::FP8_E4M3, 200, 300},
+                          {WeightType::INT4_G32, 21, 160},    {WeightType::BF16, 384, 7168},
+                          {WeightType::MXFP4, 64, 3584},      {WeightType::INT4_G32, 48, 7168}};
   for (const Shape& s : shapes) {
     for (int64_t T : {int64_t(1), int64_t(3), int64_t(17)}) {
       if (s.cols == 7168 && T == 17) continue;  // the K3 width once or twice is enough
@@ -893,8 +910,10 @@ TEST(BackendOps, RouterEveryScoring) {
 TEST(BackendOps, ExpertsAndCombine) {
   Rand r(test_seed() + 8);
   // Each format with the activation (and biases) of an architecture that ships it: K3's SiTU on
-  // BF16 and F32, gpt-oss's clamped SwiGLU with BF16 biases on MXFP4, DeepSeek's SiLU on FP8.
-  for (WeightType type : {WeightType::BF16, WeightType::MXFP4, WeightType::FP8_E4M3, WeightType::F32}) {
+  // BF16 and F32, gpt-oss's clamped SwiGLU with BF16 biases on MXFP4, DeepSeek's SiLU on FP8 and
+  // Kimi-K2-Thinking's on INT4.
+  for (WeightType type :
+       {WeightType::BF16, WeightType::MXFP4, WeightType::FP8_E4M3, WeightType::INT4_G32, WeightType::F32}) {
     const int64_t T = 5, k = 4, R = 64, I = 96, n_exp = 5;
     const bool bias = type == WeightType::MXFP4;
     std::vector<HostWeight> gate, up, down;
@@ -912,9 +931,10 @@ TEST(BackendOps, ExpertsAndCombine) {
     }
     const std::vector<float> z = r.normals(T * R), weights = r.normals(T * k, 0.3f);
     const std::string what = std::string("experts+combine/") + weight_type_name(type);
-    const Activation act = type == WeightType::MXFP4      ? Activation{.kind = ActKind::ClampedSwiGLU}
-                           : type == WeightType::FP8_E4M3 ? Activation{.kind = ActKind::SiLU}
-                                                          : Activation{.kind = ActKind::SiTU, .beta_gate = 4.0f, .beta_up = 25.0f};
+    const bool silu = type == WeightType::FP8_E4M3 || type == WeightType::INT4_G32;
+    const Activation act = type == WeightType::MXFP4 ? Activation{.kind = ActKind::ClampedSwiGLU}
+                           : silu                    ? Activation{.kind = ActKind::SiLU}
+                                                     : Activation{.kind = ActKind::SiTU, .beta_gate = 4.0f, .beta_up = 25.0f};
     auto run = [&](Device& d) {
       std::vector<ExpertView> views;
       for (int64_t e = 0; e < n_exp; ++e) views.push_back({d.keep(gate[size_t(e)].w), d.keep(up[size_t(e)].w), d.keep(down[size_t(e)].w), {}});

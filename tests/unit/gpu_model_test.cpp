@@ -8,6 +8,8 @@
 //  - drafting on == off and streamed == resident, through the engine, on cuda.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,9 +45,9 @@ kernels::Device& gpu(const std::string& name) {
   return *d;
 }
 
-const char* const kFixtures[] = {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a",     "k3_tiny_b",
-                                 "qwen3_a",       "qwen3_b",       "qwen3_moe_a",   "qwen3_moe_b",
-                                 "gpt_oss_a",     "gpt_oss_b",     "deepseek_v3_a", "kimi_k2_b"};
+const char* const kFixtures[] = {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a",     "k3_tiny_b",    "qwen3_a",
+                                 "qwen3_b",       "qwen3_moe_a",   "qwen3_moe_b",   "gpt_oss_a",    "gpt_oss_b",
+                                 "deepseek_v3_a", "kimi_k2_b",     "kimi_k2_int4"};
 
 std::unique_ptr<model::Target> load_on(const std::string& dir, kernels::Device& d) {
   return model::load_target(model::LoadOptions{.dir = testing::src(dir), .device = &d});
@@ -68,7 +70,7 @@ TEST(GpuModel, CudaRefLogitsAreTheScalarCpuBits) {
     EXPECT_EQ(it->second, value) << name << ": cuda-ref logits differ from cpu:scalar's";
     same += it->second == value;
   }
-  EXPECT_GE(same, 78);  // the fixtures alone give 78 (102 with the default models)
+  EXPECT_GE(same, 84);  // the fixtures alone give 84 (108 with the default models)
   std::printf("[gpu] %d digests of cuda-ref bit-identical to cpu:scalar (%d of the default models not in this checkout)\n",
               same, skipped);
 }
@@ -93,7 +95,7 @@ TEST(GpuModel, CudaRowsAreBatchInvariantRunsRepeatAndCommitPrefixIsTheShorterRun
   REQUIRE_GPU();
   for (const char* dir : {"tests/fixtures/k3_tiny_a", "tests/fixtures/kimi_linear_b", "tests/fixtures/qwen3_a",
                           "tests/fixtures/qwen3_moe_b", "tests/fixtures/gpt_oss_b", "tests/fixtures/deepseek_v3_a",
-                          "tests/fixtures/kimi_k2_b", "models/default/target"}) {
+                          "tests/fixtures/kimi_k2_b", "tests/fixtures/kimi_k2_int4", "models/default/target"}) {
     SCOPED_TRACE(dir);
     if (!std::filesystem::exists(testing::src(dir) + "/config.json")) continue;  // models/ not in this checkout
     // Under compute-sanitizer (scripts/gpu-check.sh) one model is enough and the rest is slow.
@@ -133,6 +135,43 @@ TEST(GpuModel, CudaRowsAreBatchInvariantRunsRepeatAndCommitPrefixIsTheShorterRun
       t->forward(*st, std::span<const int32_t>(ids.data(), 9), model::PassOptions{}, want.data());
     }
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "commit_prefix after a verify != the shorter run";
+  }
+}
+
+// Kimi-K2-Thinking's INT4 experts (not among the recorded digests): cuda-ref gives cpu:scalar's
+// logits bit for bit, resident and streamed from two homes through a few slots; cuda's streamed
+// logits equal its resident ones bit for bit.
+TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
+  REQUIRE_GPU();
+  const std::string fixture = testing::src("tests/fixtures/kimi_k2_int4");
+  const std::vector<int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 3, 14, 15};
+  auto logits = [&](model::Target& t) {
+    auto st = t.new_state();
+    std::vector<float> lg(ids.size() * size_t(t.info().vocab_size));
+    t.forward(*st, ids, model::PassOptions{.all_logits = true}, lg.data());
+    return lg;
+  };
+  auto scalar_device = kernels::open_device("cpu:scalar");
+  const std::vector<float> want = logits(*model::load_target(model::LoadOptions{.dir = fixture, .device = scalar_device.get()}));
+  const std::vector<float> ref = logits(*load_on("tests/fixtures/kimi_k2_int4", gpu("cuda-ref:0")));
+  EXPECT_EQ(0, std::memcmp(want.data(), ref.data(), want.size() * 4)) << "cuda-ref differs from cpu:scalar";
+  const std::vector<float> fast = logits(*load_on("tests/fixtures/kimi_k2_int4", gpu("cuda:0")));
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(fast[i]) - double(want[i])));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  std::printf("[gpu] kimi_k2_int4: cuda vs cpu:scalar logits max |diff| %.3g (max |logit| %.3g)\n", worst, scale);
+  EXPECT_LE(worst, 1e-4 * scale);
+  for (const char* device : {"cuda-ref:0", "cuda:0"}) {
+    testing::TempDir dir("gpu-int4");
+    std::filesystem::copy(fixture, dir / "m", std::filesystem::copy_options::recursive);
+    std::filesystem::remove(dir / "m/expected.safetensors");
+    auto streamed = testing::streamed_engine(dir, dir / "m", 4 * model::expert_bank_of(fixture).layout.slot_bytes / 1e9, device);
+    ASSERT_TRUE(streamed->streaming());
+    const std::vector<float> got = logits(streamed->model());
+    const std::vector<float>& resident = std::string(device) == "cuda:0" ? fast : ref;
+    EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * 4)) << "streamed != resident on " << device;
   }
 }
 

@@ -1,6 +1,6 @@
 // CPU kernel tests: every SIMD product against the scalar oracle on fresh random inputs (odd
 // sizes included), batch invariance (n = 1 vs batched, row splits, threaded, strided) bit for bit
-// on every ISA, and exact MXFP4 decoding of all codes, positions and extreme scales.
+// on every ISA, and exact MXFP4 and INT4 decoding of all codes, positions and extreme scales.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +29,28 @@ struct TestWeight {
   std::vector<uint16_t> bf16;
   std::vector<uint8_t> packed, scales;
   std::vector<float> block_scales;  // FP8
+  std::vector<uint32_t> words;      // INT4_G32 codes
+  std::vector<uint16_t> group_scales;
 };
+
+// bf16(v) from its definition, independently of f32_to_bf16: v rounded to 8 significant bits
+// (to nearest, ties to even; multiples of 2^-133 below 2^-126), infinite past the largest finite.
+double bf16_by_definition(double v) {
+  if (v == 0.0) return v;
+  const int e = std::max(std::ilogb(v), -126);
+  const double ulp = std::ldexp(1.0, e - 7);
+  const double r = std::nearbyint(std::fabs(v) / ulp) * ulp;  // the default rounding mode: ties to even
+  return std::copysign(r >= std::ldexp(1.0, 128) ? HUGE_VAL : r, v);
+}
+
+// W[r, c] of an INT4_G32 weight from the format's definition (compressed-tensors pack-quantized):
+// code = bits [4j, 4j+4) of word c/8 of the row, j = c % 8; q = code - 8; value bf16(q·s).
+double int4_by_definition(const Weight& w, int64_t r, int64_t c) {
+  const uint32_t word = static_cast<const uint32_t*>(w.data)[r * (w.cols / 8) + c / 8];
+  const int q = int((word >> (4 * (c % 8))) & 15) - 8;
+  const uint16_t s = static_cast<const uint16_t*>(w.scales)[r * (w.cols / 32) + c / 32];
+  return bf16_by_definition(double(q) * double(bf16_to_f32(s)));
+}
 
 // MXFP4 scales near 2^0 keep random products well inside the normal range; extreme bytes are
 // covered by dedicated tests.
@@ -76,6 +97,20 @@ TestWeight random_weight(WeightType type, int64_t rows, int64_t cols, std::mt199
       t.w.scales = t.block_scales.data();
       break;
     }
+    case WeightType::INT4_G32: {
+      // Random codes; positive scales like Kimi-K2-Thinking's (the products round at every
+      // magnitude), a few negative ones to show the sign is not assumed.
+      t.words.resize(static_cast<size_t>(rows * cols / 8));
+      t.group_scales.resize(static_cast<size_t>(rows * cols / 32));
+      std::uniform_int_distribution<uint32_t> word;
+      std::uniform_real_distribution<float> mag(0.5f, 2.0f);
+      for (uint32_t& v : t.words) v = word(rng);
+      for (size_t i = 0; i < t.group_scales.size(); ++i)
+        t.group_scales[i] = f32_to_bf16((i % 7 == 3 ? -1.0f : 1.0f) * std::ldexp(mag(rng), -6));
+      t.w.data = t.words.data();
+      t.w.scales = t.group_scales.data();
+      break;
+    }
   }
   return t;
 }
@@ -107,6 +142,7 @@ double weight_at(const Weight& w, int64_t r, int64_t c) {
       const double mag = e == 0 ? std::ldexp(double(m), -9) : std::ldexp(double(8 + m), e - 10);
       return (b & 0x80 ? -mag : mag) * double(s);
     }
+    case WeightType::INT4_G32: return int4_by_definition(w, r, c);
   }
   return 0.0;
 }
@@ -117,6 +153,7 @@ const char* type_name(WeightType t) {
     case WeightType::BF16: return "bf16";
     case WeightType::MXFP4: return "mxfp4";
     case WeightType::FP8_E4M3: return "fp8";
+    case WeightType::INT4_G32: return "int4";
   }
   return "?";
 }
@@ -127,6 +164,7 @@ MatmulFn fn_of(const Isa& isa, WeightType t) {
     case WeightType::BF16: return isa.matmul_bf16;
     case WeightType::MXFP4: return isa.matmul_mxfp4;
     case WeightType::FP8_E4M3: return isa.matmul_fp8;
+    case WeightType::INT4_G32: return isa.matmul_int4;
   }
   return nullptr;
 }
@@ -194,6 +232,8 @@ TEST(KernelIsa, ScalarFirstAndSimdChosenByCpu) {
     EXPECT_NE(isa->matmul_f32, nullptr);
     EXPECT_NE(isa->matmul_bf16, nullptr);
     EXPECT_NE(isa->matmul_mxfp4, nullptr);
+    EXPECT_NE(isa->matmul_fp8, nullptr);
+    EXPECT_NE(isa->matmul_int4, nullptr);
   }
 }
 
@@ -257,6 +297,104 @@ TEST(KernelMatmul, Fp8MatchesTheDequantizedProduct) {
           const double got = y[size_t(i * rows + r)];
           ASSERT_LE(std::fabs(got - want), tolerance(t.w, x.data() + i * cols, r)) << "row " << r << " vector " << i;
         }
+    }
+  }
+}
+
+// INT4_G32 (Kimi-K2-Thinking's routed experts): every SIMD ISA against scalar at sizes of one to
+// 33 groups, odd row and vector counts around the tiles.
+TEST(KernelMatmul, Int4MatchesScalarOnOddSizes) {
+  std::mt19937_64 rng(test_seed() + 11);
+  const int64_t cols_list[] = {32, 64, 96, 160, 480, 544, 1056};
+  const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 9, 13};
+  const int64_t n_list[] = {1, 2, 3, 4, 5, 7, 9};
+  for (const Isa* isa : simd_isas()) {
+    for (int64_t cols : cols_list) {
+      std::uniform_int_distribution<size_t> pick_rows(0, std::size(rows_list) - 1), pick_n(0, std::size(n_list) - 1);
+      for (int rep = 0; rep < 3; ++rep)
+        expect_matches_scalar(*isa, WeightType::INT4_G32, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
+    }
+  }
+}
+
+// Every ISA, scalar included, within the sum-order bound of the dequantize-then-multiply product
+// written here from the format's definition (int4_by_definition), at Kimi-K2's expert shapes too
+// (gate/up [2048, 7168], down [7168, 2048]: 224 and 64 groups per row).
+TEST(KernelMatmul, Int4MatchesTheDequantizedProduct) {
+  std::mt19937_64 rng(test_seed() + 12);
+  const int64_t shapes[][3] = {{1, 32, 1}, {5, 96, 3}, {13, 544, 4}, {64, 7168, 1}, {96, 2048, 2}};
+  for (const Isa* isa : available_isas()) {
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1], n = sh[2];
+      SCOPED_TRACE(cat("isa=", isa->name, " rows=", rows, " cols=", cols, " seed=", test_seed()));
+      TestWeight t = random_weight(WeightType::INT4_G32, rows, cols, rng);
+      std::vector<float> x = random_vectors(n * cols, rng), y(static_cast<size_t>(n * rows));
+      linear_on(*isa, t.w, x.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          double want = 0;
+          for (int64_t c = 0; c < cols; ++c) want += int4_by_definition(t.w, r, c) * x[size_t(i * cols + c)];
+          const double got = y[size_t(i * rows + r)];
+          ASSERT_LE(std::fabs(got - want), tolerance(t.w, x.data() + i * cols, r)) << "row " << r << " vector " << i;
+        }
+    }
+  }
+}
+
+TEST(KernelInt4, GroupValuesAreRoundedProducts) {
+  // s = 1.0000011b: 3·s = 11.0001001b has 9 significant bits where BF16 keeps 8, a tie that rounds
+  // to even (11.000100b), so the table's 3·s is not 3·s.
+  const uint16_t s = f32_to_bf16(1.0f + 1.0f / 64 + 1.0f / 128);
+  float v[16];
+  int4_group_values(s, v);
+  for (int code = 0; code < 16; ++code)
+    EXPECT_EQ(double(v[code]), bf16_by_definition(double(code - 8) * double(bf16_to_f32(s)))) << "code " << code;
+  EXPECT_NE(double(v[8 + 3]), 3.0 * double(bf16_to_f32(s)));
+  // Every finite BF16 scale: each entry is the rounded product.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const uint16_t sb = uint16_t(b);
+    if (!std::isfinite(bf16_to_f32(sb))) continue;
+    int4_group_values(sb, v);
+    for (int code = 0; code < 16; ++code)
+      ASSERT_EQ(double(v[code]), bf16_by_definition(double(code - 8) * double(bf16_to_f32(sb))))
+          << "scale bits " << b << " code " << code;
+  }
+}
+
+// Every code at every column position of two groups, under scales whose products round, overflow
+// or fall below the normal range, read back through one-hot activations so each output is a single
+// exact product whatever the summation order: every ISA must give exactly bf16(q·s) · x.
+TEST(KernelInt4, AllCodesAllPositionsExtremeScalesExact) {
+  const int64_t cols = 64, groups = 2;
+  const float scales_f[] = {1.0f + 3.0f / 128, -0.0068359375f, 0x1.fep+125f, 0x1p-130f, 0x1.5p-120f, 3e38f};
+  const int64_t rows = 16 * int64_t(std::size(scales_f));
+  std::vector<uint32_t> words(static_cast<size_t>(rows * cols / 8), 0);
+  std::vector<uint16_t> scales(static_cast<size_t>(rows * groups));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c)
+      words[size_t((r * cols + c) / 8)] |= uint32_t((r + 3 * c) % 16) << (4 * (c % 8));
+    for (int64_t g = 0; g < groups; ++g) scales[size_t(r * groups + g)] = f32_to_bf16(scales_f[r / 16]);
+  }
+  Weight w{WeightType::INT4_G32, rows, cols, words.data(), scales.data()};
+  std::vector<float> x(static_cast<size_t>(cols * cols), 0.0f);
+  for (int64_t i = 0; i < cols; ++i) x[size_t(i * cols + i)] = 1.0f;
+  for (const Isa* isa : available_isas()) {
+    std::vector<float> y(static_cast<size_t>(cols * rows));
+    linear_on(*isa, w, x.data(), cols, y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      // A row with an infinite weight (the product overflowed BF16) gives NaN for every one-hot
+      // vector: the infinity meets a zero of x in any order.
+      bool overflows = false;
+      for (int64_t c = 0; c < cols; ++c) overflows = overflows || std::isinf(int4_by_definition(w, r, c));
+      for (int64_t i = 0; i < cols; ++i) {
+        const double got = y[size_t(i * rows + r)];
+        if (overflows) {
+          EXPECT_TRUE(std::isnan(got)) << isa->name << " row " << r << " column " << i;
+          continue;
+        }
+        ASSERT_EQ(got, int4_by_definition(w, r, i))
+            << isa->name << " code " << (r + 3 * i) % 16 << " column " << i << " scale " << scales_f[r / 16];
+      }
     }
   }
 }
@@ -427,6 +565,15 @@ TEST(KernelBatchInvariance, DenseBitExact) {
       expect_batch_invariant(*isa, type, 300, 64, 5, rng);
       expect_batch_invariant(*isa, type, 6, 17, 13, rng);
     }
+  }
+}
+
+TEST(KernelBatchInvariance, Int4BitExact) {
+  std::mt19937_64 rng(test_seed() + 13);
+  for (const Isa* isa : available_isas()) {
+    expect_batch_invariant(*isa, WeightType::INT4_G32, 37, 224, 9, rng);
+    expect_batch_invariant(*isa, WeightType::INT4_G32, 300, 64, 5, rng);
+    expect_batch_invariant(*isa, WeightType::INT4_G32, 6, 544, 13, rng);
   }
 }
 

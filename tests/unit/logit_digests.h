@@ -145,7 +145,7 @@ inline Digests compute(const std::string& isa, kernels::Device* dev = nullptr, b
     fixture(f, "tests/fixtures/" + f, "tests/fixtures/" + f + "/expected.safetensors");
   if (default_models)
     fixture("default_draft_qwen3", "models/default/draft-qwen3", "models/default/draft-qwen3/expected.safetensors");
-  for (std::string f : {"qwen3_moe_a", "qwen3_moe_b", "gpt_oss_a", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b"})
+  for (std::string f : {"qwen3_moe_a", "qwen3_moe_b", "gpt_oss_a", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b", "kimi_k2_int4"})
     fixture(f, "tests/fixtures/" + f, "tests/fixtures/" + f + "/expected.safetensors");
   run_dspark(d, "dspark_tiny", src("tests/fixtures/k3_tiny_a"), src("tests/fixtures/dspark_tiny"),
              {5, 17, 99, 3, 250, 7, 64, 12}, dev);

@@ -1,5 +1,5 @@
-// The MoE architectures of issue 17 (qwen3_moe, gpt_oss, deepseek_v3 with FP8, kimi_k2) on the
-// committed tiny checkpoints (tools/fixtures/make_moe_checkpoints.sh): transformers' logits and
+// The MoE architectures of issue 17 (qwen3_moe, gpt_oss, deepseek_v3 with FP8, kimi_k2, and kimi_k2
+// with Kimi-K2-Thinking's compressed-tensors INT4 routed experts) on the committed tiny checkpoints (tools/fixtures/make_moe_checkpoints.sh): transformers' logits and
 // greedy tokens (tools/fixtures/make_moe_fixtures.py), streamed from two homes through a tiny cache
 // equal to resident bit for bit, a T-row pass equal to T one-row passes, drafting on equal to
 // off, and checkpoints and configs that must be refused by name.
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "format/quantization.h"
 #include "format/safetensors.h"
 #include "golden_util.h"
 #include "model/registry.h"
@@ -27,7 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kFixtures = {"qwen3_moe_a", "qwen3_moe_b", "gpt_oss_a", "gpt_oss_b", "deepseek_v3_a", "kimi_k2_b"};
+const std::vector<std::string> kFixtures = {"qwen3_moe_a", "qwen3_moe_b",   "gpt_oss_a", "gpt_oss_b",
+                                            "deepseek_v3_a", "kimi_k2_b", "kimi_k2_int4"};
 
 std::string fixture_dir(const std::string& name) { return std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
@@ -234,6 +236,155 @@ TEST(MoeArchRefusals, BadFp8CheckpointsNameTheTensor) {
   }
 }
 
+// Kimi-K2-Thinking's INT4 experts: a tensor that disagrees with the scheme is refused naming it.
+TEST(MoeArchRefusals, BadInt4CheckpointsNameTheTensor) {
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<format::TensorToWrite>&)> edit;
+    std::vector<std::string> want;
+  };
+  const std::string E = "model.layers.2.mlp.experts.5.";
+  auto edit_tensor = [](const std::string& name, std::function<void(format::TensorToWrite&)> f) {
+    return [name, f](std::vector<format::TensorToWrite>& ts) {
+      for (auto& t : ts)
+        if (t.name == name) f(t);
+    };
+  };
+  const std::vector<Case> cases = {
+      {"missing weight_packed",
+       [&](auto& ts) { std::erase_if(ts, [&](const auto& t) { return t.name == E + "down_proj.weight_packed"; }); },
+       {E + "down_proj.weight_packed", "not found"}},
+      {"weight_shape swapped", edit_tensor(E + "up_proj.weight_shape", [](auto& t) {
+         const int32_t swapped[2] = {128, 64};
+         std::memcpy(t.bytes.data(), swapped, 8);
+       }),
+       {"expert 5 of layer 2", "up_proj.weight_shape", "[128, 64]", "[64, 128]"}},
+      {"weight_shape as I64", edit_tensor(E + "gate_proj.weight_shape", [](auto& t) {
+         t.dtype = DType::I64;
+         t.shape = {1};
+       }),
+       {E + "gate_proj.weight_shape", "I64"}},
+      {"scales of half the groups", edit_tensor(E + "gate_proj.weight_scale", [](auto& t) {
+         t.shape = {64, 2};
+         t.bytes.resize(t.bytes.size() / 2);
+       }),
+       {E + "gate_proj.weight_scale", "[64, 4]"}},
+      {"F32 scales", edit_tensor(E + "down_proj.weight_scale", [](auto& t) {
+         t.dtype = DType::F32;
+         t.bytes.resize(t.bytes.size() * 2);
+       }),
+       {E + "down_proj.weight_scale", "F32", "BF16"}},
+      {"packed as U8", edit_tensor(E + "up_proj.weight_packed", [](auto& t) {
+         t.dtype = DType::U8;
+         t.shape = {64, 64};
+       }),
+       {E + "up_proj.weight_packed", "I32"}},
+      {"infinite scale", edit_tensor(E + "up_proj.weight_scale", [](auto& t) {
+         const uint16_t inf = 0x7f80;
+         std::memcpy(t.bytes.data() + 6, &inf, 2);
+       }),
+       {"expert 5 of layer 2", "up_proj.weight_scale", "group 3", "finite"}},
+      {"bf16 expert", [&](auto& ts) {
+         std::erase_if(ts, [&](const auto& t) { return t.name.rfind(E + "gate_proj.", 0) == 0; });
+         ts.push_back({E + "gate_proj.weight", DType::BF16, {64, 128}, std::vector<std::byte>(64 * 128 * 2)});
+       },
+       {E + "gate_proj.weight_packed", "not found"}},
+  };
+  for (const Case& c : cases) {
+    testing::TempDir tmp("int4-bad");
+    const std::string d = tmp / "m";
+    fs::copy(fixture_dir("kimi_k2_int4"), d, fs::copy_options::recursive);
+    rewrite_tensors(d, c.edit);
+    const std::string msg = load_error(d);
+    EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
+    for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
+  }
+}
+
+// compressed-tensors' quantization_config: Kimi-K2-Thinking's scheme loads, as do ignore lists that
+// leave the same modules in BF16; every other variant is refused naming the field.
+TEST(MoeArchRefusals, Int4QuantizationConfigsOtherThanKimiK2ThinkingsAreRefused) {
+  auto weights = [](json& j) -> json& { return j["quantization_config"]["config_groups"]["group_0"]["weights"]; };
+  auto ignore = [](json& j) -> json& { return j["quantization_config"]["ignore"]; };
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> want;  // empty: loads
+  };
+  const std::vector<Case> cases = {
+      {"8 bits", [&](json& j) { weights(j)["num_bits"] = 8; }, {"num_bits", "8"}},
+      {"asymmetric", [&](json& j) { weights(j)["symmetric"] = false; }, {"symmetric", "zero points"}},
+      {"group 128", [&](json& j) { weights(j)["group_size"] = 128; }, {"group_size", "128"}},
+      {"per channel", [&](json& j) { weights(j)["strategy"] = "channel"; }, {"strategy", "channel"}},
+      {"float codes", [&](json& j) { weights(j)["type"] = "float"; }, {"type", "float"}},
+      {"dynamic", [&](json& j) { weights(j)["dynamic"] = true; }, {"dynamic"}},
+      {"act order", [&](json& j) { weights(j)["actorder"] = "group"; }, {"actorder", "group"}},
+      {"fp32 scales", [&](json& j) { weights(j)["scale_dtype"] = "torch.float32"; }, {"scale_dtype", "float32"}},
+      {"unknown field", [&](json& j) { weights(j)["zero_point"] = 3; }, {"zero_point"}},
+      {"int8 format", [](json& j) { j["quantization_config"]["format"] = "int-quantized"; }, {"format", "int-quantized"}},
+      {"not compressed", [](json& j) { j["quantization_config"]["quantization_status"] = "frozen"; },
+       {"quantization_status", "frozen"}},
+      {"activations",
+       [](json& j) {
+         j["quantization_config"]["config_groups"]["group_0"]["input_activations"] = {{"num_bits", 8}, {"type", "int"}};
+       },
+       {"input_activations", "activation quantization"}},
+      {"targets", [](json& j) { j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"Linear", "Embedding"}; },
+       {"targets", "Embedding"}},
+      {"two groups",
+       [](json& j) {
+         json& g = j["quantization_config"]["config_groups"];
+         g["group_1"] = g["group_0"];
+       },
+       {"config_groups", "2 groups"}},
+      {"kv cache", [](json& j) { j["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}}; }, {"kv_cache_scheme"}},
+      {"int4 shared experts", [&](json& j) { ignore(j).erase(2); },
+       {"ignore", "model.layers.1.mlp.shared_experts.gate_proj", "would be INT4"}},
+      {"int4 attention", [&](json& j) { ignore(j).erase(1); }, {"ignore", "model.layers.0.self_attn.q_a_proj"}},
+      {"int4 lm_head", [&](json& j) { ignore(j).erase(0); }, {"ignore", "lm_head"}},
+      {"bf16 experts", [&](json& j) { ignore(j).push_back("re:.*experts.*"); },
+       {"ignore", "model.layers.1.mlp.experts.0.gate_proj", "ignored"}},
+      {"everything bf16", [&](json& j) { ignore(j).push_back("Linear"); }, {"ignore", "experts.0.gate_proj"}},
+      {"bad pattern", [&](json& j) { ignore(j).push_back("re:(mlp"); }, {"ignore[4]", "(mlp", "does not compile"}},
+      {"odd expert width", [](json& j) { j["moe_intermediate_size"] = 48; }, {"moe_intermediate_size", "32"}},
+      {"the same modules named otherwise",
+       [&](json& j) {
+         ignore(j) = {"lm_head", "re:model\\.layers\\.\\d+\\.self_attn\\.", "re:.*shared_experts", "model.layers.0.mlp.gate_proj",
+                      "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"};
+       },
+       {}},
+  };
+  for (const Case& c : cases) {
+    testing::TempDir tmp("int4-cfg");
+    const std::string d = tmp / "m";
+    fs::copy(fixture_dir("kimi_k2_int4"), d, fs::copy_options::recursive);
+    json j = read_json(d + "/config.json");
+    c.edit(j);
+    write_json(d + "/config.json", j);
+    const std::string msg = load_error(d);
+    if (c.want.empty()) {
+      EXPECT_EQ(msg, "") << c.what;
+      continue;
+    }
+    EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
+    for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
+  }
+}
+
+// compressed-tensors matches ignore entries as Python's re.match (anchored at the start only), by
+// exact name, or by the class name.
+TEST(MoeArchRefusals, IgnoreEntriesMatchAsCompressedTensorsDoes) {
+  const format::ModuleMatcher m({"lm_head", "re:.*self_attn.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:model\\.norm"}, "t");
+  EXPECT_TRUE(m.matches("lm_head"));
+  EXPECT_FALSE(m.matches("model.lm_head"));
+  EXPECT_TRUE(m.matches("model.layers.3.self_attn.kv_b_proj"));
+  EXPECT_TRUE(m.matches("model.layers.0.mlp.down_proj"));
+  EXPECT_FALSE(m.matches("model.layers.1.mlp.experts.7.down_proj"));
+  EXPECT_TRUE(m.matches("model.normalizer"));  // re.match: a prefix suffices
+  EXPECT_FALSE(m.matches("x.model.norm"));      // but it must be at the start
+  EXPECT_TRUE(format::ModuleMatcher({"Linear"}, "t").matches("anything"));
+}
+
 TEST(MoeArchRefusals, ConfigFieldsThatChangeTheMathAreRefusedByName) {
   struct Case {
     const char* fixture;
@@ -244,9 +395,12 @@ TEST(MoeArchRefusals, ConfigFieldsThatChangeTheMathAreRefusedByName) {
   const std::vector<Case> cases = {
       {"deepseek_v3_a", "unknown quant", [](json& j) { j["quantization_config"]["quant_method"] = "awq"; },
        {"quant_method", "awq"}},
-      {"deepseek_v3_a", "int4 experts",
+      {"deepseek_v3_a", "compressed-tensors without groups",
        [](json& j) { j["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}}; },
-       {"compressed-tensors", "pack-quantized", "not supported"}},
+       {"quantization_config", "config_groups"}},
+      {"qwen3_moe_a", "int4 qwen3",
+       [](json& j) { j["quantization_config"] = read_json(fixture_dir("kimi_k2_int4") + "/config.json")["quantization_config"]; },
+       {"compressed-tensors", "DeepSeek-V3"}},
       {"deepseek_v3_a", "block 64", [](json& j) { j["quantization_config"]["weight_block_size"] = {64, 64}; },
        {"weight_block_size"}},
       {"deepseek_v3_a", "softmax scoring", [](json& j) { j["scoring_func"] = "softmax"; }, {"scoring_func", "softmax"}},

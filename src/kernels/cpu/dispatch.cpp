@@ -32,6 +32,7 @@ MatmulFn pick(const Isa& isa, WeightType t) {
     case WeightType::BF16: return isa.matmul_bf16;
     case WeightType::MXFP4: return isa.matmul_mxfp4;
     case WeightType::FP8_E4M3: return isa.matmul_fp8;
+    case WeightType::INT4_G32: return isa.matmul_int4;
   }
   return isa.matmul_f32;
 }

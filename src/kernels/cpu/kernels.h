@@ -1,5 +1,5 @@
 // CPU kernels behind the CPU device (kernels/cpu/cpu_device.h): the weight-matrix products in fp32
-// with exact widening of bf16/f16, MXFP4 and FP8 weights, and the scalar element-wise helpers the
+// with exact widening of bf16/f16, MXFP4, FP8 and INT4 weights, and the scalar element-wise helpers the
 // op bodies are built from. A scalar reference implementation is the oracle; AVX2 and AVX-512
 // products are chosen at run time (SLUICE_ISA=scalar|avx2|avx512 overrides). Every product keeps
 // the batch-invariance contract of kernels/weight.h.
@@ -21,7 +21,8 @@ struct Isa {
   MatmulFn matmul_f32;
   MatmulFn matmul_bf16;
   MatmulFn matmul_mxfp4;
-  MatmulFn matmul_fp8;  // FP8 e4m3 with 128x128 F32 block scales
+  MatmulFn matmul_fp8;   // FP8 e4m3 with 128x128 F32 block scales
+  MatmulFn matmul_int4;  // INT4_G32: packed int4 with BF16 scales per 32 columns
 };
 
 const Isa& scalar_isa();
@@ -32,6 +33,11 @@ void matmul_fp8_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, fl
                      int64_t r1);
 void matmul_fp8_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                        int64_t r1);
+// The INT4_G32 products of the SIMD ISAs (matmul_int4_avx2.cpp, matmul_int4_avx512.cpp).
+void matmul_int4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1);
+void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                        int64_t r1);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
 const Isa* avx512_isa();  // likewise
 std::vector<const Isa*> available_isas();  // scalar first

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -98,6 +99,37 @@ void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, 
   }
 }
 
+// INT4_G32 (compressed-tensors pack-quantized, kernels/weight.h): each 32-column group's 16 values
+// bf16(q·s) are made once, each column's value times x is summed in column order within the group,
+// and the group's sum is added to the row's: the dequantize-then-multiply product, summed group by
+// group. Words and scales are read by copy (a mapped checkpoint promises no alignment).
+void matmul_int4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                        int64_t r1) {
+  const auto* P = static_cast<const unsigned char*>(w.data);
+  const auto* S = static_cast<const unsigned char*>(w.scales);
+  const int64_t groups = w.cols / kInt4Group, words_per_row = w.cols / 8;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * ldx;
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        uint16_t scale;
+        std::memcpy(&scale, S + 2 * (r * groups + g), 2);
+        float values[16];
+        int4_group_values(scale, values);
+        float part = 0.0f;
+        for (int64_t k = 0; k < 4; ++k) {
+          uint32_t word;
+          std::memcpy(&word, P + 4 * (r * words_per_row + 4 * g + k), 4);
+          for (int64_t j = 0; j < 8; ++j) part += values[(word >> (4 * j)) & 15] * xi[g * kInt4Group + 8 * k + j];
+        }
+        acc += part;
+      }
+      y[i * ldy + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 // The SIMD FP8 products decode weights as their values times 2^-120 and carry the 2^120 as 2^60
@@ -113,7 +145,8 @@ const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int6
 }
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar};
+  static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar,
+                       matmul_int4_scalar};
   return isa;
 }
 

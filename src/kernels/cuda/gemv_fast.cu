@@ -94,6 +94,28 @@ __device__ __forceinline__ void eight(const float (&wv)[kRowsPerWarp][8], const 
   }
 }
 
+// a·b + c on two BF16 lanes, rounded once to nearest even (subnormals kept).
+__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// The 8 weights of one INT4_G32 code word (column j = bits [4j, 4j+4), code q + 8) with the group's
+// scale in both halves of s2: bf16(q·s) widened, as the oracle. Codes j and j + 4 go into one BF16
+// pair as 128 + code (0x4300 | code), an exact fma with 1 and -136 gives q, and an fma with s and
+// -0 gives q·s rounded once to BF16: bf16(q·s) exactly (the product needs at most 12 bits).
+__device__ __forceinline__ void int4_word(uint32_t word, uint32_t s2, float (&wv)[8]) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const uint32_t codes = ((word >> (4 * m)) & 0x000f000fu) | 0x43004300u;
+    const uint32_t q = bf16x2_fma(codes, 0x3f803f80u, 0xc308c308u);
+    const uint32_t v = bf16x2_fma(q, s2, 0x80008000u);
+    wv[m] = __uint_as_float(v << 16);
+    wv[m + 4] = __uint_as_float(v & 0xffff0000u);
+  }
+}
+
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int k) {
   return k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
 }
@@ -105,7 +127,8 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int k) {
 //              column at lane + 32·k;
 //  MXFP4:      the 32-column blocks lane + 32·k, each block's partial sum scaled by its 2^e (exact);
 //  FP8 e4m3:   16 columns per step at lane·16 + 512·k (inside one 128-column scale block), the
-//              step's partial sum scaled by that block's scale.
+//              step's partial sum scaled by that block's scale;
+//  INT4_G32:   the 32-column groups lane + 32·k, each weight bf16(q·s) decoded and summed in.
 // Every lane returns every sum.
 template <WeightType T, int VT>
 __device__ void tile(const Weight& w, int64_t r0, const float* x, int64_t ldx, int nv, const Luts& lut,
@@ -181,6 +204,25 @@ __device__ void tile(const Weight& w, int64_t r0, const float* x, int64_t ldx, i
           if (v >= nv) break;
           acc[i][v] = fmaf(part[i][v], scale[i], acc[i][v]);
         }
+    }
+  } else if constexpr (T == WeightType::INT4_G32) {
+    const int64_t groups = w.cols / kInt4Group;
+    for (int64_t g = lane; g < groups; g += 32) {
+      uint4 q[kRowsPerWarp];
+      uint32_t s2[kRowsPerWarp];
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        q[i] = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.data) + rr[i] * (w.cols / 2) + g * 16);
+        const uint32_t s = static_cast<const uint16_t*>(w.scales)[rr[i] * groups + g];
+        s2[i] = s | (s << 16);
+      }
+#pragma unroll
+      for (int wd = 0; wd < 4; ++wd) {
+        float wv[kRowsPerWarp][8];
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i) int4_word(word_of(q[i], wd), s2[i], wv[i]);
+        eight<VT>(wv, x, ldx, g * kInt4Group + wd * 8, nv, acc);
+      }
     }
   } else {  // FP8_E4M3
     const int64_t cb = (w.cols + kFp8Block - 1) / kFp8Block;
@@ -315,6 +357,7 @@ void dispatch(WeightType type, int64_t rows, F&& f) {
     case WeightType::BF16: go(std::integral_constant<WeightType, WeightType::BF16>{}); break;
     case WeightType::MXFP4: go(std::integral_constant<WeightType, WeightType::MXFP4>{}); break;
     case WeightType::FP8_E4M3: go(std::integral_constant<WeightType, WeightType::FP8_E4M3>{}); break;
+    case WeightType::INT4_G32: go(std::integral_constant<WeightType, WeightType::INT4_G32>{}); break;
   }
 }
 
@@ -330,6 +373,7 @@ bool fast_product_ok(const Weight& w, const void* x, int64_t ldx) {
     case WeightType::F32: return w.cols % 8 == 0;
     case WeightType::MXFP4: return w.cols % 32 == 0;
     case WeightType::FP8_E4M3: return w.cols % 16 == 0;
+    case WeightType::INT4_G32: return w.cols % kInt4Group == 0;
   }
   return false;
 }

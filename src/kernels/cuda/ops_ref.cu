@@ -27,6 +27,12 @@ __device__ __forceinline__ float e4m3f(uint8_t b) {
   const float mag = e == 0 ? float(m) * mf::pow2(-9) : float(8 + m) * mf::pow2(e - 10);
   return (b & 0x80) ? -mag : mag;
 }
+// bf16(v) widened back to fp32: round to nearest even, as f32_to_bf16 does for finite values
+// (INT4_G32 scales are checked finite at load, so q·s is never NaN).
+__device__ __forceinline__ float bf16_round(float v) {
+  const uint32_t b = __float_as_uint(v);
+  return __uint_as_float((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+}
 __device__ __forceinline__ float bias_at(const Weight& w, int64_t r) {
   return w.bias_type == DType::BF16 ? bf16f(static_cast<const uint16_t*>(w.bias)[r]) : static_cast<const float*>(w.bias)[r];
 }
@@ -68,6 +74,24 @@ __device__ float rowdot(const Weight& w, int64_t r, const float* x) {
         float part = 0.0f;
         for (int64_t c = b * kFp8Block; c < c1; ++c) part += e4m3f(row[c]) * x[c];
         acc += part * srow[b];
+      }
+      break;
+    }
+    case WeightType::INT4_G32: {
+      const int64_t groups = w.cols / kInt4Group;
+      const uint32_t* prow = static_cast<const uint32_t*>(w.data) + r * (w.cols / 8);
+      const uint16_t* srow = static_cast<const uint16_t*>(w.scales) + r * groups;
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = bf16f(srow[g]);
+        float part = 0.0f;
+        for (int64_t k = 0; k < 4; ++k) {
+          const uint32_t word = prow[4 * g + k];
+          for (int64_t j = 0; j < 8; ++j) {
+            const int q = int((word >> (4 * j)) & 15) - 8;
+            part += bf16_round(float(q) * s) * x[g * kInt4Group + 8 * k + j];
+          }
+        }
+        acc += part;
       }
       break;
     }

@@ -93,7 +93,7 @@ store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c) {
   for (int l = 0; l < int(c.num_layers); ++l)
     if (c.is_moe(l)) b.moe_layers.push_back(l);
   add_per_expert_swiglu(b.layout, "model.layers.{L}.mlp.experts.{E}.", c.hidden_size, c.moe_intermediate_size,
-                        c.quant == format::WeightQuant::Fp8Block);
+                        c.quant);
   return b;
 }
 

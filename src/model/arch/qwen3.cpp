@@ -58,7 +58,7 @@ store::ExpertBank qwen3_expert_bank(const format::Qwen3Config& c) {
   for (int l = 0; l < int(c.num_layers); ++l)
     if (c.sparse[size_t(l)]) b.moe_layers.push_back(l);
   add_per_expert_swiglu(b.layout, "model.layers.{L}.mlp.experts.{E}.", c.hidden_size, c.moe_intermediate_size,
-                        c.quant == format::WeightQuant::Fp8Block);
+                        c.quant);
   return b;
 }
 

@@ -6,11 +6,10 @@
 namespace sluice::model {
 
 void add_per_expert_swiglu(store::ExpertLayout& layout, const std::string& prefix, int64_t hidden, int64_t inter,
-                           bool fp8) {
+                           format::WeightQuant quant) {
   using store::ExpertSegment;
   using store::ExpertSlot;
   using store::SegmentRole;
-  const int64_t B = kernels::kFp8Block;
   const struct {
     ExpertSlot slot;
     const char* name;
@@ -19,16 +18,34 @@ void add_per_expert_swiglu(store::ExpertLayout& layout, const std::string& prefi
               {ExpertSlot::Up, "up_proj", inter, hidden},
               {ExpertSlot::Down, "down_proj", hidden, inter}};
   for (const auto& m : mats) {
-    layout.matrices.push_back({m.slot, fp8 ? kernels::WeightType::FP8_E4M3 : kernels::WeightType::BF16, m.rows, m.cols});
     const std::string base = prefix + m.name;
-    layout.add(ExpertSegment{.slot = m.slot, .role = SegmentRole::Data, .key = cat(m.name, ".weight"),
-                             .dtype = fp8 ? DType::F8_E4M3 : DType::BF16, .shape = {m.rows, m.cols},
-                             .bytes = uint64_t(m.rows * m.cols * (fp8 ? 1 : 2)), .tensor = base + ".weight"});
-    if (!fp8) continue;
-    const int64_t gr = (m.rows + B - 1) / B, gc = (m.cols + B - 1) / B;
-    layout.add(ExpertSegment{.slot = m.slot, .role = SegmentRole::Scales, .key = cat(m.name, ".weight_scale_inv"),
-                             .dtype = DType::F32, .shape = {gr, gc}, .bytes = uint64_t(gr * gc * 4),
-                             .tensor = base + ".weight_scale_inv"});
+    auto add = [&](SegmentRole role, const char* suffix, DType dtype, std::vector<int64_t> shape) {
+      uint64_t bytes = uint64_t(dtype_size(dtype));
+      for (int64_t d : shape) bytes *= uint64_t(d);
+      layout.add(ExpertSegment{.slot = m.slot, .role = role, .key = cat(m.name, suffix), .dtype = dtype,
+                               .shape = std::move(shape), .bytes = bytes, .tensor = base + suffix});
+    };
+    switch (quant) {
+      case format::WeightQuant::None:
+        layout.matrices.push_back({m.slot, kernels::WeightType::BF16, m.rows, m.cols});
+        add(SegmentRole::Data, ".weight", DType::BF16, {m.rows, m.cols});
+        break;
+      case format::WeightQuant::Fp8Block: {
+        const int64_t B = kernels::kFp8Block;
+        layout.matrices.push_back({m.slot, kernels::WeightType::FP8_E4M3, m.rows, m.cols});
+        add(SegmentRole::Data, ".weight", DType::F8_E4M3, {m.rows, m.cols});
+        add(SegmentRole::Scales, ".weight_scale_inv", DType::F32, {(m.rows + B - 1) / B, (m.cols + B - 1) / B});
+        break;
+      }
+      case format::WeightQuant::Int4Group32:
+        if (m.cols % kernels::kInt4Group != 0)
+          fail("expert layout: INT4 ", m.name, " has ", m.cols, " columns, not a multiple of ", kernels::kInt4Group);
+        layout.matrices.push_back({m.slot, kernels::WeightType::INT4_G32, m.rows, m.cols});
+        add(SegmentRole::Data, ".weight_packed", DType::I32, {m.rows, m.cols / 8});
+        add(SegmentRole::Scales, ".weight_scale", DType::BF16, {m.rows, m.cols / kernels::kInt4Group});
+        add(SegmentRole::Shape, ".weight_shape", DType::I32, {2});
+        break;
+    }
   }
 }
 
