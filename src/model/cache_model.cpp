@@ -1,5 +1,6 @@
 // Cache-only sequence state: allocation and growth of the per-layer caches, the length cuts that
-// commit, truncate and restore, and the expert provider of the architectures built on it.
+// commit, truncate and restore, a state as bytes, and the expert provider of the architectures
+// built on it.
 #include "model/cache_model.h"
 
 #include <algorithm>
@@ -157,6 +158,39 @@ std::unique_ptr<Snapshot> CacheModel::new_snapshot() const { return std::make_un
 void CacheModel::save(const State& st, Snapshot& snap) const { dynamic_cast<CacheSnapshot&>(snap).length_ = st.length(); }
 
 void CacheModel::restore(State& st, const Snapshot& snap) const { truncate(st, snap.length()); }
+
+void CacheModel::write_state(const State& state, StateSink& out) const {
+  const CacheState& st = cache_state(const_cast<State&>(state));
+  StateWriter w(*dev_, out);
+  int64_t buffers = 0;
+  for (const CacheWidths& cw : st.widths_) buffers += (cw.first > 0) + (cw.second > 0);
+  w.head(info_.model_type, st.length_, buffers);
+  for (const CacheState::Layer& layer : st.caches_)
+    for (const DeviceBuffer* b : {&layer.first, &layer.second})
+      if (!b->empty()) w.rows(b->buf().rows_view(0, st.length_));
+}
+
+void CacheModel::read_state(State& state, StateSource& in) const {
+  CacheState& st = cache_state(state);
+  st.reset();
+  try {
+    StateReader r(*dev_, in);
+    int64_t buffers = 0, per_position = 0;
+    for (const CacheWidths& cw : st.widths_) {
+      buffers += (cw.first > 0) + (cw.second > 0);
+      per_position += cw.first + cw.second;
+    }
+    const int64_t length = r.head(info_.model_type, buffers, 0, uint64_t(per_position));
+    st.reserve(length);
+    for (const CacheState::Layer& layer : st.caches_)
+      for (const DeviceBuffer* b : {&layer.first, &layer.second})
+        if (!b->empty()) r.rows(b->buf().rows_view(0, length), "a cache");
+    st.length_ = length;
+  } catch (...) {
+    st.reset();
+    throw;
+  }
+}
 
 std::vector<float> CacheModel::state_values(const State& state) const {
   const CacheState& st = cache_state(const_cast<State&>(state));

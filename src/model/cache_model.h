@@ -3,7 +3,8 @@
 //  - the state: per layer up to two device caches with one row per position (GQA keys and values,
 //    or MLA latents and k_pe), which a pass writes at rows length..length+T-1 and attention reads
 //    below the length. Rows past the length are never read before being overwritten, so
-//    commit_prefix, truncate and restore are a length cut; a snapshot is a length;
+//    commit_prefix, truncate and restore are a length cut; a snapshot is a length; a state's
+//    bytes are its length and each cache's rows below it;
 //  - the pass: h = embed(tokens); per layer h += attention(norm₁(h)), h += mlp(norm₂(h)) (the
 //    next MoE layer's experts predicted from norm₂'s input first); logits = lm_head(norm(h)). An
 //    architecture supplies its attention and MLP blocks and the weights around them;
@@ -72,6 +73,9 @@ class CacheModel : public Target {
   std::unique_ptr<Snapshot> new_snapshot() const override;
   void save(const State& st, Snapshot& snap) const override;
   void restore(State& st, const Snapshot& snap) const override;
+  bool can_truncate() const override { return true; }
+  void write_state(const State& st, StateSink& out) const override;
+  void read_state(State& st, StateSource& in) const override;
   std::vector<float> state_values(const State& st) const override;
   const TargetCounters& counters() const override { return counters_; }
 

@@ -1,7 +1,8 @@
 // What runtime/, speculate/, serve/ and cli/ see of a model, whatever its architecture: a Target
 // (info, the expert bank it streams, passes over a State, commit-prefix after a verify pass,
-// snapshots) and its per-sequence State. Each architecture implements it in src/model/arch/ and
-// registers a loader by model_type (model/registry.h). Nothing here names a tensor or a device op.
+// snapshots, a state as bytes) and its per-sequence State. Each architecture implements it in
+// src/model/arch/ and registers a loader by model_type (model/registry.h). Nothing here names a
+// tensor or a device op.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "kernels/device.h"
 #include "model/pass_options.h"
+#include "model/state_io.h"
 #include "store/expert_bank.h"
 #include "store/expert_provider.h"
 
@@ -74,10 +76,21 @@ class Target {
   // in place (a KV cache: the rows past n are never read again); false when it cannot (recurrent
   // state: restore a snapshot and replay instead).
   virtual bool truncate(State& /*st*/, int64_t /*n*/) const { return false; }
+  // Whether truncate() can cut this target's states back (then a saved state also stands for
+  // every shorter prefix of its tokens).
+  virtual bool can_truncate() const { return false; }
 
   virtual std::unique_ptr<Snapshot> new_snapshot() const = 0;
   virtual void save(const State& st, Snapshot& snap) const = 0;
   virtual void restore(State& st, const Snapshot& snap) const = 0;
+
+  // A state as bytes (model/state_io.h): its model type and length, then every value that defines
+  // it in the order of state_values, downloaded through the device. read_state makes `st` that
+  // state exactly (bit for bit, on any device of the same arithmetic), or throws sluice::Error
+  // naming what does not fit this target (model type, buffer count or shape, a length the bytes
+  // cannot hold) after resetting `st` to an empty sequence. Neither keeps a verify pass's record.
+  virtual void write_state(const State& st, StateSink& out) const = 0;
+  virtual void read_state(State& st, StateSource& in) const = 0;
 
   // Every value that defines a state, downloaded in a fixed order (its length first, then the
   // recurrent matrices and the cache rows below its length): two states are the same state when

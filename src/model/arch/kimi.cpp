@@ -1,6 +1,6 @@
 // The Kimi-family target: loading against the tensor list, the per-sequence state on the device
 // (KDA conv windows and recurrent matrices, the compact MLA cache, the verify pass's record), the
-// forward pass, commit_prefix and snapshots.
+// forward pass, commit_prefix, snapshots and a state as bytes.
 #include "model/arch/kimi.h"
 #include "model/device_plan.h"
 
@@ -377,6 +377,45 @@ void KimiModel::restore(State& state, const Snapshot& snapshot) const {
     dev_->copy(cur.S, snap.S[i].buf());
   }
   st.record.valid = false;
+}
+
+void KimiModel::write_state(const State& state, StateSink& out) const {
+  const KimiState& st = kimi_state(state);
+  StateWriter w(*dev_, out);
+  w.head(info_.model_type, st.length_, int64_t(2 * (st.kda.size() + st.mla.size())));
+  for (const KimiState::Kda& k : st.kda) {
+    w.rows(k.state(k.cur).conv);
+    w.rows(k.state(k.cur).S);
+  }
+  for (const KimiState::Mla& m : st.mla) {
+    w.rows(m.latent.buf().rows_view(0, st.length_));
+    w.rows(m.k_pe.buf().rows_view(0, st.length_));
+  }
+}
+
+void KimiModel::read_state(State& state, StateSource& in) const {
+  KimiState& st = kimi_state(state);
+  st.reset();
+  try {
+    StateReader r(*dev_, in);
+    uint64_t fixed = 0;
+    for (const KimiState::Kda& k : st.kda) fixed += uint64_t(k.state(k.cur).conv.size() + k.state(k.cur).S.size());
+    const uint64_t per_position = uint64_t(st.mla.size()) * uint64_t(config_.kv_lora_rank + config_.qk_rope_head_dim);
+    const int64_t length = r.head(info_.model_type, int64_t(2 * (st.kda.size() + st.mla.size())), fixed, per_position);
+    st.reserve(length);
+    for (KimiState::Kda& k : st.kda) {
+      r.rows(k.state(k.cur).conv, "a KDA conv window");
+      r.rows(k.state(k.cur).S, "a KDA recurrent state");
+    }
+    for (KimiState::Mla& m : st.mla) {
+      r.rows(m.latent.buf().rows_view(0, length), "an MLA latent cache");
+      r.rows(m.k_pe.buf().rows_view(0, length), "an MLA k_pe cache");
+    }
+    st.length_ = length;
+  } catch (...) {
+    st.reset();
+    throw;
+  }
 }
 
 std::vector<float> KimiModel::state_values(const State& state) const {

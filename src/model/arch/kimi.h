@@ -75,6 +75,8 @@ class KimiModel final : public Target {
   std::unique_ptr<Snapshot> new_snapshot() const override;
   void save(const State& st, Snapshot& snap) const override;
   void restore(State& st, const Snapshot& snap) const override;
+  void write_state(const State& st, StateSink& out) const override;
+  void read_state(State& st, StateSource& in) const override;
   std::vector<float> state_values(const State& st) const override;
   int64_t pass_bytes_per_row(bool record) const override;
   const TargetCounters& counters() const override { return counters_; }
