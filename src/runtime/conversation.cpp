@@ -10,6 +10,11 @@ size_t reusable_prefix(std::span<const int32_t> tape, std::span<const int32_t> p
   return std::equal(tape.begin(), tape.end(), prompt.begin()) ? tape.size() : 0;
 }
 
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  return size_t(std::mismatch(a.begin(), a.begin() + std::ptrdiff_t(n), b.begin()).first - a.begin());
+}
+
 std::vector<int32_t> tape_after(std::span<const int32_t> prompt, std::span<const int32_t> generated) {
   std::vector<int32_t> tape(prompt.begin(), prompt.end());
   if (!generated.empty()) tape.insert(tape.end(), generated.begin(), generated.end() - 1);

@@ -1,5 +1,5 @@
-// Engine loading (the target through the registry, resident or streamed experts, trace, drafter),
-// sessions, and the engine's statistics.
+// Engine loading (the target through the registry, resident or streamed experts, trace, drafter,
+// state cache), sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
 #include <cmath>
@@ -67,6 +67,13 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     e->model_->set_expert_provider(e->recorder_.get());
   }
   e->drafter_ = make_drafter(opt.draft, *e->model_, opt.model_dir, e->tokenizer_.get());
+  if (!opt.state_cache_dir.empty()) {
+    if (!(opt.state_cache_gb > 0) || !std::isfinite(opt.state_cache_gb)) fail("--state-cache-gb must be a positive number");
+    StateCacheOptions so;
+    so.dir = opt.state_cache_dir;
+    so.budget_bytes = opt.state_cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.state_cache_gb * 1e9) : UINT64_MAX;
+    e->state_cache_ = std::make_unique<StateCache>(so, state_cache_key(opt.model_dir, e->model_->device().name()));
+  }
   return e;
 }
 
@@ -112,6 +119,15 @@ nlohmann::json Engine::stats_json() const {
                   {"reader", store_->reader_engine()},
                   {"homes", homes}};
   }
+  if (state_cache_) {
+    const StateCache::Counters c = state_cache_->counters();
+    j["state_cache"] = {{"dir", state_cache_->dir()},         {"entries", state_cache_->entries()},
+                        {"bytes", state_cache_->bytes()},     {"restores", c.restores},
+                        {"restored_tokens", c.restored_tokens}, {"restore_ms", c.restore_ms},
+                        {"saves", c.saves},                   {"saved_bytes", c.saved_bytes},
+                        {"save_ms", c.save_ms},               {"evicted", c.evicted},
+                        {"discarded", c.discarded}};
+  }
   return j;
 }
 
@@ -145,6 +161,17 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
       o << line;
     }
   }
+  if (state_cache_) {
+    const StateCache::Counters c = state_cache_->counters();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "[state-cache] %s entries=%zu bytes=%.1f MB restores=%lld (%lld tokens, %.1f ms) saves=%lld "
+                  "(%.1f MB, %.1f ms) evicted=%lld discarded=%lld\n",
+                  state_cache_->dir().c_str(), state_cache_->entries(), double(state_cache_->bytes()) / 1e6,
+                  (long long)c.restores, (long long)c.restored_tokens, c.restore_ms, (long long)c.saves,
+                  double(c.saved_bytes) / 1e6, c.save_ms, (long long)c.evicted, (long long)c.discarded);
+    o << line;
+  }
   return o.str();
 }
 
@@ -159,17 +186,32 @@ void Session::reset() {
 GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOptions opt,
                                  const std::function<void(int32_t)>& on_token,
                                  const std::function<void(const StepInfo&)>& on_step) {
-  reused_ = reuse_ ? reusable_prefix(tape_, prompt) : 0;
-  if (reused_ == 0) state_->reset();
+  model::Target& m = engine_.model();
+  // What the state holds of the prompt: the whole tape when the prompt extends it, else the part
+  // they share when the state can be cut back; at least one prompt token is always fed.
+  size_t keep = reuse_ ? reusable_prefix(tape_, prompt) : 0;
+  if (reuse_ && keep == 0 && !prompt.empty() && m.can_truncate())
+    keep = std::min(common_prefix(tape_, prompt), prompt.size() - 1);
+  restored_ = 0;
+  StateCache* cache = reuse_ ? engine_.state_cache() : nullptr;
+  if (cache && !prompt.empty()) {
+    restored_ = cache->restore(m, *state_, prompt, keep);
+    if (restored_ > 0) keep = restored_;
+    else if (state_->length() != int64_t(tape_.size())) keep = 0;  // a bad entry reset the state
+  }
+  if (keep == 0) state_->reset();
+  else if (restored_ == 0 && int64_t(keep) < state_->length()) m.truncate(*state_, int64_t(keep));
+  reused_ = keep;
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
-  GenerateResult r = runtime::generate(engine_.model(), *state_, prompt.subspan(reused_), opt, on_token, on_step);
+  GenerateResult r = runtime::generate(m, *state_, prompt.subspan(reused_), opt, on_token, on_step);
   if (r.stop_reason == "cancelled") {
     // A pass may have stopped between layers: nothing in the state can be trusted or reused.
     state_->reset();
     return r;
   }
   if (reuse_) tape_ = tape_after(prompt, r.generated);
+  if (cache) cache->save(m, *state_, tape_);
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/generate.h"
 #include "runtime/router_trace.h"
 #include "runtime/speculate/drafter.h"
+#include "runtime/state_cache.h"
 #include "store/streaming_experts.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,10 @@ struct EngineOptions {
   std::shared_ptr<store::ExpertSource> expert_source;
   std::string draft = "off";     // off | ngram | model:DIR | dspark:DIR (make_drafter)
   std::string router_trace;      // a path: record every routed-expert request there
+  // A directory: save each finished sequence's state there and restore the longest saved prefix of
+  // a later prompt (runtime/state_cache.h), within state_cache_gb GB of entries of this model.
+  std::string state_cache_dir;
+  double state_cache_gb = 8.0;
 };
 
 class Session;
@@ -59,9 +64,12 @@ class Engine {
   store::StreamingExperts* store() { return store_.get(); }
   bool streaming() const { return store_ != nullptr; }
   const EngineOptions& options() const { return opt_; }
+  // The state cache on disk, or null without EngineOptions::state_cache_dir.
+  StateCache* state_cache() { return state_cache_.get(); }
 
-  // reuse_state: a generate() whose prompt strictly extends what the session consumed continues
-  // from its state (only the new suffix is prefilled).
+  // reuse_state: a generate() whose prompt extends what the session consumed continues from its
+  // state (only the new suffix is prefilled), or from the longest prefix of the prompt the state
+  // cache holds when that is longer.
   std::unique_ptr<Session> new_session(bool reuse_state = true);
 
   // Counters for --stats and event logs (model passes, store hits, per-home bandwidth...).
@@ -78,13 +86,17 @@ class Engine {
   std::unique_ptr<store::StreamingExperts> store_;
   std::unique_ptr<RouteRecorder> recorder_;
   std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
+  std::unique_ptr<StateCache> state_cache_;
 };
 
 class Session {
  public:
   Session(Engine& engine, bool reuse_state);
   // Runs prompt + continuation; with opt.drafter null the engine's drafter is used. When the prompt
-  // strictly extends the tokens this session's state holds, only the new suffix is fed.
+  // strictly extends the tokens this session's state holds, only the new suffix is fed; a target
+  // that can cut its state back (KV caches) also keeps the part of the state the prompt shares. The
+  // engine's state cache may give a longer prefix; a generation that finishes normally saves its
+  // state there.
   // Cancellation: set opt.cancel to an atomic flag the caller owns (one per request) and store true
   // in it from any thread (a signal handler, a connection watcher); within one layer of a pass or
   // before the next chunk or step, generate() returns the tokens generated so far with
@@ -92,8 +104,10 @@ class Session {
   GenerateResult generate(std::span<const int32_t> prompt, GenerateOptions opt,
                           const std::function<void(int32_t)>& on_token = {},
                           const std::function<void(const StepInfo&)>& on_step = {});
-  // Prompt tokens the last generate() found in the state already (their prefill was skipped).
+  // Prompt tokens the last generate() found in the state already or restored from the state cache
+  // (their prefill was skipped), and of those how many came from the cache.
   size_t reused() const { return reused_; }
+  size_t restored() const { return restored_; }
   void reset();
   model::State& state() { return *state_; }
 
@@ -102,7 +116,7 @@ class Session {
   std::unique_ptr<model::State> state_;
   bool reuse_;
   std::vector<int32_t> tape_;  // exactly what the state has consumed (empty: unknown)
-  size_t reused_ = 0;
+  size_t reused_ = 0, restored_ = 0;
 };
 
 }  // namespace sluice::runtime
