@@ -9,6 +9,7 @@
 
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "cli/state_cache_flags.h"
 #include "runtime/engine.h"
 #include "runtime/speculate/make_drafter.h"
 #include "serve/http_server.h"
@@ -83,7 +84,9 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");
   sub->add_option("--chat-format", o->chat_format, kChatFormatHelp)->check(one_of(chat_format_names()));
-  sub->add_flag("--no-state-reuse", *no_reuse, "Always prefill the whole prompt (never continue the last conversation's state)");
+  sub->add_flag("--no-state-reuse", *no_reuse,
+                "Always prefill the whole prompt (never continue the last conversation's state, nor restore one from "
+                "--state-cache)");
   sub->add_option("--experts", o->engine.experts, "Where routed experts come from: auto, stream, resident")
       ->default_val("auto")
       ->check(one_of({"auto", "stream", "resident"}));
@@ -91,6 +94,7 @@ Action register_serve(CLI::App& app) {
       ->default_val(1.0)
       ->transform(positive_number(1e6));
   sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict and pre-read the next layer's experts");
+  add_state_cache_flags(sub, o->engine);
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "
               "--api-key-file is given); an empty key is refused.");
   return [o, no_reuse, no_prefetch, key_opt, key_flag, key_file] {
