@@ -23,5 +23,6 @@ Action register_detokenize(CLI::App& app);
 Action register_devices(CLI::App& app);
 Action register_export_gguf(CLI::App& app);
 Action register_info(CLI::App& app);
+Action register_doctor(CLI::App& app);
 
 }  // namespace sluice::cli
