@@ -119,7 +119,9 @@ class FileSink final : public model::StateSink {
 // Reads of a file through a buffer, hashed as they go; `limit` bounds what the state may read.
 class FileSource final : public model::StateSource {
  public:
-  explicit FileSource(int fd) : fd_(fd), hash_(new_hasher()) { buf_.resize(kBufferBytes); }
+  FileSource(int fd, uint64_t file_size) : fd_(fd), hash_(new_hasher()) {
+    buf_.resize(size_t(std::clamp<uint64_t>(file_size, 4096, kBufferBytes)));
+  }
   void read(void* data, size_t n) override {
     if (n > limit_) fail("the state wants ", n, " bytes more than its entry holds");
     limit_ -= n;
@@ -284,7 +286,7 @@ void StateCache::scan() {
       if (f.fd < 0) fail(why);
       struct stat sb {};
       if (::fstat(f.fd, &sb) != 0) fail("fstat: ", std::strerror(errno));
-      FileSource in(f.fd);
+      FileSource in(f.fd, uint64_t(sb.st_size));
       EntryHead h = read_head(in, key_, uint64_t(sb.st_size));
       if (name != tokens_name(key_, h.tokens)) fail("its name does not match its tokens");
       if (::lseek(f.fd, -off_t(kTailBytes), SEEK_END) < 0) fail("seek: ", std::strerror(errno));
@@ -373,7 +375,7 @@ size_t StateCache::restore(const model::Target& m, model::State& st, std::span<c
       if (f.fd < 0) fail(why);
       struct stat sb {};
       if (::fstat(f.fd, &sb) != 0) fail("fstat: ", std::strerror(errno));
-      FileSource in(f.fd);
+      FileSource in(f.fd, uint64_t(sb.st_size));
       EntryHead h = read_head(in, key_, uint64_t(sb.st_size));
       if (h.tokens != e.tokens) fail("its tokens changed since it was scanned");
       in.set_limit(h.payload);
