@@ -111,7 +111,7 @@ case "$mode" in
   tests)
     setup_paths
     step "op tests (cuda, cuda-ref vs cpu:scalar)" run_carried unit_tests --gtest_filter='BackendOps.*:Mathf*'
-    step "model tests on cuda and cuda-ref" run_carried unit_tests --gtest_filter='GpuModel.*'
+    step "model tests on cuda and cuda-ref" run_carried unit_tests --gtest_filter='GpuModel.*:StateBytesGpu.*'
     step "CPU goldens on this machine" run_carried unit_tests --gtest_filter='Golden*:Qwen3*:*MoeArch*:-Qwen3DefaultDraft*'
     if [ -n "${SLUICE_GPU_SKIP_SANITIZE:-}" ]; then print_summary; exit 0; fi
     step "compute-sanitizer memcheck" timeout 400 bash -c "$(declare -f sanitize run_carried); carry='$carry'; sanitize memcheck"

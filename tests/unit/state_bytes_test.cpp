@@ -3,13 +3,14 @@
 // original — after a prefill, after a verify pass and commit_prefix, into a state that held a
 // longer sequence — and greedy tokens after a restore equal a cold prefill's. Bytes that are
 // truncated, extended, of another architecture or of the same one in other widths are refused
-// and leave the state empty.
+// and leave the state empty. On a GPU: cuda round trips, and cuda-ref's bytes are cpu:scalar's.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "kernels/device.h"
 #include "model/registry.h"
 #include "runtime/generate.h"
 
@@ -177,6 +178,48 @@ TEST_P(StateBytes, BadBytesAreRefusedAndLeaveTheStateEmpty) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArchitecture, StateBytes, ::testing::ValuesIn(kFixtures));
+
+// On a GPU the bytes go through download and upload: a cuda state round-trips bit for bit, and
+// since cuda-ref computes cpu:scalar's bits, a cuda-ref state's bytes are a cpu:scalar state's and
+// either continues the other's sequence exactly. Skipped visibly without a GPU (CI).
+TEST(StateBytesGpu, CudaRoundTripsAndCudaRefBytesAreTheScalarCpuBytes) {
+  bool have = false;
+  for (const std::string& n : kernels::available_devices()) have = have || n.rfind("cuda", 0) == 0;
+  if (!have) GTEST_SKIP() << "no CUDA device on this machine (scripts/gpu-check.sh runs these on an H200)";
+  auto cuda = kernels::open_device("cuda:0"), ref = kernels::open_device("cuda-ref:0"),
+       scalar = kernels::open_device("cpu:scalar");
+  for (const std::string& name : kFixtures) {
+    SCOPED_TRACE(name);
+    auto on = [&](kernels::Device& d) {
+      return model::load_target(model::LoadOptions{.dir = fixture_dir(name), .device = &d});
+    };
+    auto g = on(*cuda), r = on(*ref), c = on(*scalar);
+    const auto prompt = prompt_of(11, g->info().vocab_size, 5);
+    auto run = [&](model::Target& m) {
+      auto st = m.new_state();
+      std::vector<float> logits(size_t(m.info().vocab_size) * 4);
+      m.forward(*st, prompt, {}, logits.data());
+      m.forward(*st, std::span<const int32_t>(prompt.data(), 4), model::PassOptions{.all_logits = true, .record = true},
+                logits.data());
+      m.commit_prefix(*st, 3);
+      return st;
+    };
+    auto gs = run(*g);
+    auto back = g->new_state();
+    read_into(*g, *back, bytes_of(*g, *gs));
+    EXPECT_EQ(g->state_values(*back), g->state_values(*gs));
+    const auto a = step(*g, *gs, 9), b = step(*g, *back, 9);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+
+    auto rs = run(*r), cs = run(*c);
+    const std::vector<uint8_t> rb = bytes_of(*r, *rs);
+    EXPECT_EQ(rb, bytes_of(*c, *cs));
+    auto into_cpu = c->new_state();
+    read_into(*c, *into_cpu, rb);
+    const auto x = step(*r, *rs, 9), y = step(*c, *into_cpu, 9);
+    EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4));
+  }
+}
 
 }  // namespace
 }  // namespace sluice
