@@ -36,9 +36,16 @@ const char* class_of(const std::string& name) {
   return "dense MLP";
 }
 
+// Packed weights: MXFP4 (two 4-bit values a byte) or compressed-tensors INT4 (eight an int32).
+bool packed_int4(const TensorSpec& t) { return t.init == Init::Packed && t.dtype == DType::I32; }
+bool is_scale(const TensorSpec& t) {
+  return t.init == Init::Scale || t.init == Init::BlockScale || t.init == Init::GroupScale;
+}
+
 const char* format_of(const TensorSpec& t) {
-  if (t.init == Init::Packed) return "MXFP4";
-  if (t.init == Init::Scale || t.init == Init::BlockScale) return "scales";
+  if (t.init == Init::Packed) return packed_int4(t) ? "INT4_G32" : "MXFP4";
+  if (is_scale(t)) return "scales";
+  if (t.init == Init::MatrixShape) return "shapes";
   switch (t.dtype) {
     case DType::BF16: return "BF16";
     case DType::F32: return "F32";
@@ -49,8 +56,9 @@ const char* format_of(const TensorSpec& t) {
 }
 
 int64_t params_of(const TensorSpec& t) {
-  if (t.init == Init::Scale || t.init == Init::BlockScale) return 0;
-  return t.init == Init::Packed ? 2 * t.numel() : t.numel();  // an MXFP4 byte holds two values
+  if (is_scale(t) || t.init == Init::MatrixShape) return 0;
+  if (t.init == Init::Packed) return (packed_int4(t) ? 8 : 2) * t.numel();
+  return t.numel();
 }
 
 // An integer field of the config's root or of its text_config (K3 nests the language model's).

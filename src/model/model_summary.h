@@ -13,7 +13,8 @@
 namespace sluice::model {
 
 // One class of tensors (embedding, attention, routed experts, ...): parameters, bytes, and bytes
-// by number format ("BF16", "F32", "FP8_E4M3", "MXFP4", "scales" for block or MXFP4 scales).
+// by number format ("BF16", "F32", "FP8_E4M3", "MXFP4", "INT4_G32", "scales" for block, group or
+// MXFP4 scales, "shapes" for compressed-tensors' weight_shape).
 struct TensorClass {
   std::string name;
   int64_t tensors = 0, params = 0;
@@ -25,7 +26,7 @@ struct ModelSummary {
   std::string model_type, family;
   int64_t layers = 0;
   int64_t top_k = 0;                // routed experts per token (0: dense)
-  int64_t total_params = 0;         // every weight, scales excluded (an MXFP4 byte holds two)
+  int64_t total_params = 0;         // every weight, scales excluded (an MXFP4 byte holds two, an INT4 int32 eight)
   int64_t routed_params = 0;        // the routed experts of every MoE layer
   int64_t params_per_expert = 0;
   int64_t active_params = 0;        // per token: everything but the routed experts, plus top_k of them per MoE layer

@@ -28,7 +28,7 @@ PY
 }
 
 # The checkpoint's parameters counted from its safetensors headers alone: every tensor but the
-# scales, an MXFP4 byte (packed/blocks) counting two.
+# scales and shapes, an MXFP4 byte (U8 packed/blocks) counting two, an INT4 int32 eight.
 count_params() {
   python3 - "$1" <<'PY'
 import glob, json, math, os, struct, sys
@@ -43,14 +43,16 @@ for f in glob.glob(os.path.join(sys.argv[1], "*.safetensors")):
         if name == "__metadata__" or name.endswith(("scale_inv", "_scale", "_scales", "weight_scale")):
             continue
         numel = math.prod(t["shape"])
-        total += 2 * numel if t["dtype"] == "U8" else numel
+        if name.endswith("weight_shape"):
+            continue
+        total += 2 * numel if t["dtype"] == "U8" else 8 * numel if t["dtype"] == "I32" else numel
 print(total)
 PY
 }
 
 declare -A routed_format=([k3_tiny_a]=MXFP4 [kimi_linear_a]=BF16 [qwen3_moe_a]=BF16 [gpt_oss_a]=MXFP4
-                          [deepseek_v3_a]=FP8_E4M3 [kimi_k2_b]=BF16)
-for name in k3_tiny_a kimi_linear_a qwen3_a qwen3_moe_a gpt_oss_a deepseek_v3_a kimi_k2_b; do
+                          [deepseek_v3_a]=FP8_E4M3 [kimi_k2_b]=BF16 [kimi_k2_int4]=INT4_G32)
+for name in k3_tiny_a kimi_linear_a qwen3_a qwen3_moe_a gpt_oss_a deepseek_v3_a kimi_k2_b kimi_k2_int4; do
   dir="$src/tests/fixtures/$name"
   "$sluice" info --model "$dir" >"$work/info.txt" || fail "info $name"
   grep -q '^architecture' "$work/info.txt" || fail "info $name: no architecture line: $(cat "$work/info.txt")"

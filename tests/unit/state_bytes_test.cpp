@@ -17,8 +17,8 @@
 namespace sluice {
 namespace {
 
-const std::vector<std::string> kFixtures = {"k3_tiny_a",   "kimi_linear_a", "qwen3_a",  "qwen3_moe_a",
-                                            "gpt_oss_a",   "deepseek_v3_a", "kimi_k2_b"};
+const std::vector<std::string> kFixtures = {"k3_tiny_a", "kimi_linear_a", "qwen3_a",   "qwen3_moe_a",
+                                            "gpt_oss_a", "deepseek_v3_a", "kimi_k2_b", "kimi_k2_int4"};
 
 std::string fixture_dir(const std::string& name) { return std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
