@@ -44,7 +44,7 @@ echo "---"
 args=(--model "$model" --device "$device" --max-new 64 --cache-gb "$cache_gb" --stats --draft "model:$draft")
 err="$out/run-stderr.txt"
 set +e
-if "$sluice" run --help | grep -q -- '--prompt TEXT'; then
+if grep -q -- '--prompt TEXT' <<<"$("$sluice" run --help)"; then
   "$sluice" run "${args[@]}" --prompt "$prompt" 2>"$err"
   status=$?
 else

@@ -67,7 +67,7 @@ echo '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"ignore_eos":t
 post /v1/chat/completions "$work/nomax.json"
 [ "$code" = 200 ] || fail "chat without max_tokens: $code $(head -c 300 "$work/out.json")"
 jcheck "j['usage']['completion_tokens'] == 5 and j['choices'][0]['finish_reason'] == 'length'"
-"$sluice" serve --help | grep -q -- '--default-max-tokens INT:INT in 1..2147483647=4096' || fail "--help lacks the chat default"
+grep -q -- '--default-max-tokens INT:INT in 1..2147483647=4096' <<<"$("$sluice" serve --help)" || fail "--help lacks the chat default"
 
 # A client that half-closes (shutdown(SHUT_WR)) right after its request still gets the response
 # (after at most one interim 100 Continue).

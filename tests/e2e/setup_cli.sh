@@ -29,8 +29,8 @@ head -1 "$work/trace.jsonl" | grep -q sluice-router-trace || fail "router trace 
 grep -q "experts still missing locally" "$work/stats.txt" || fail "--stats does not report missing experts"
 
 "$sluice" setup --source "$work/src" --model "$work/stream2" --stream --home "$work/stream2-home" --quiet
-"$sluice" warm --model "$work/stream2" --trace "$work/trace.jsonl" | grep -q " 0 local" || fail "warm plan of a fresh install"
-"$sluice" warm --model "$work/stream2" --trace "$work/trace.jsonl" --fetch 4 2>/dev/null | grep -q "fetched 4" || fail "warm --fetch 4"
+grep -q " 0 local" <<<"$("$sluice" warm --model "$work/stream2" --trace "$work/trace.jsonl")" || fail "warm plan of a fresh install"
+grep -q "fetched 4" <<<"$("$sluice" warm --model "$work/stream2" --trace "$work/trace.jsonl" --fetch 4 2>/dev/null)" || fail "warm --fetch 4"
 
 "$sluice" verify --model "$work/full" 2>/dev/null || fail "verify of a good full install"
 "$sluice" verify --model "$work/stream" 2>/dev/null || fail "verify of a good stream install"
@@ -40,7 +40,7 @@ grep -q "SHA-256" "$work/verify.txt" || fail "verify does not name the checksum 
 "$sluice" verify --model "$work/full" --repair 2>/dev/null || fail "verify --repair"
 cmp -s "$work/full/model-00002-of-00002.safetensors" "$work/src/model-00002-of-00002.safetensors" || fail "repair did not restore the shard"
 
-"$sluice" upgrade --model "$work/full" 2>&1 | grep -q "already at manifest version" || fail "upgrade of a current install"
+grep -q "already at manifest version" <<<"$("$sluice" upgrade --model "$work/full" 2>&1)" || fail "upgrade of a current install"
 if "$sluice" setup --source "$work/nowhere" --model "$work/x" --full 2>"$work/err.txt"; then fail "setup from a missing dir"; fi
 [ "$(wc -l <"$work/err.txt")" -eq 1 ] || fail "error is not one line: $(cat "$work/err.txt")"
 # Setup of another model into an installed directory (or onto its home) is refused before anything

@@ -34,9 +34,19 @@ mkdir -p "$objdir" "$work/corpus"
 
 cxx=(clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer -I"$src/src")
+# The flags stamp is checked, the objects cleared and the stamp written under one lock, before any
+# compiling: a target that found no stamp used to clear the objects that another target (ctest -j)
+# had just compiled, and that target's link then failed on a missing object.
 flags_stamp="$objdir/flags"
 flags_now="${cxx[*]}"
-[ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ] || rm -f "$objdir"/*.o
+(
+  flock 9
+  if ! { [ -f "$flags_stamp" ] && [ "$(cat "$flags_stamp")" = "$flags_now" ]; }; then
+    rm -f "$objdir"/*.o "$objdir"/*.o.d
+    echo "$flags_now" >"$flags_stamp.$$"
+    mv -f "$flags_stamp.$$" "$flags_stamp"
+  fi
+) 9>"$objdir/lock"
 
 # An object is rebuilt when it is missing or older than any file its depfile lists.
 up_to_date() {
@@ -61,7 +71,6 @@ for rel in "$main_cpp" "${sources[@]/#/$src/}"; do
     mv -f "$obj.$$" "$obj"
   fi
 done
-echo "$flags_now" >"$flags_stamp"
 binary=$work/$target
 if ! "${cxx[@]}" "${objects[@]}" ${libs[@]+"${libs[@]}"} -o "$binary"; then
   echo "run_fuzz: link failed (libFuzzer comes from libclang-rt-14-dev; scripts/install-deps.sh installs it)" >&2
