@@ -22,5 +22,6 @@ Action register_tokenize(CLI::App& app);
 Action register_detokenize(CLI::App& app);
 Action register_devices(CLI::App& app);
 Action register_export_gguf(CLI::App& app);
+Action register_chat(CLI::App& app);
 
 }  // namespace sluice::cli

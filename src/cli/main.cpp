@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_detokenize);
   add(sluice::cli::register_devices);
   add(sluice::cli::register_export_gguf);
+  add(sluice::cli::register_chat);
   // Exit status: 0 success (and --help, --version), 1 an error (bad file, bad model, failed
   // read), 2 a usage error (unknown option, a value out of range or not of its kind, flags that
   // conflict or lack the one they need), 3 an internal error, 130 interrupted (SIGINT/SIGTERM;

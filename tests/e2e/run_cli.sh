@@ -58,12 +58,14 @@ expect_rc "--top-logits without --json" 2 "usage error: --top-logits needs --jso
 expect_rc "unknown flag" 2 "--bogus" run --model "$model" --prompt x --bogus
 expect_rc "bad --stats level" 2 "--stats: 'loud' is not one of summary, verbose" run --model "$model" --prompt x --stats=loud
 expect_rc "--threads 0" 2 "--threads: 0 is outside 1..4096" run --model "$model" --prompt x --threads 0
+expect_rc "chat without a model" 2 "--model is required" chat
 expect_rc "missing prompt file" 1 "sluice: error: --prompt-file $work/nope.txt: cannot open: No such file" \
   run --model "$model" --prompt-file "$work/nope.txt"
 : >"$work/empty.txt"
 expect_rc "empty prompt file" 1 "sluice: error: --prompt-file $work/empty.txt: the prompt is empty" \
   run --model "$model" --prompt-file "$work/empty.txt"
 expect_rc "missing model" 1 "sluice: error: $work/none/config.json" run --model "$work/none" --prompt x
+expect_rc "chat on a model without a chat format" 2 "usage error: " chat --model "$2/models/default/draft-qwen3"
 
 # 3. Warnings: one line each for flags that do nothing here; none for a clean command line.
 warnings() { "$sluice" run --model "$model" --max-new 1 "$@" 2>&1 >/dev/null | grep '^sluice: warning: ' || true; }
