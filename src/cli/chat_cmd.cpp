@@ -113,6 +113,8 @@ class ReplyPrinter {
     if (!at_line_start_) out("\n");
     std::fflush(stdout);
   }
+  // The terminal echoed something where the cursor was (^C): the next note starts a new line.
+  void echoed() { at_line_start_ = false; }
 
  private:
   void out(const std::string& s) {
@@ -280,8 +282,9 @@ class Chat {
     printer.print(reply.flush());
     tokenizer::ParsedReply parsed = reply.finish();
     for (const auto& c : parsed.tool_calls) printer.note(cat("[tool call ", c.name, " ", c.arguments, "]"));
-    printer.end_line();
     const bool stopped = r.stop_reason == "cancelled";
+    if (stopped && interactive_) printer.echoed();
+    printer.end_line();
     if (stopped && r.generated.empty()) {
       // Stopped before the reply began: the message is taken back, to be typed again.
       conversation_.drop_last();
