@@ -11,7 +11,7 @@ model="$2/models/default/target"
 command -v tmux >/dev/null || { echo "chat_tmux: FAIL: tmux is not installed (scripts/install-deps.sh installs it)"; exit 1; }
 work=$(mktemp -d)
 sock="sluice-chat-test-$$"
-tm() { tmux -L "$sock" "$@"; }
+tm() { tmux -L "$sock" -f /dev/null "$@"; }  # no user config: the panes are what the test expects
 trap 'tm kill-server 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "chat_tmux: FAIL: $*" >&2; exit 1; }
 export TERM=${TERM:-xterm}
