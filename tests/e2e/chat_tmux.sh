@@ -176,17 +176,34 @@ case "$out" in "--- reasoning ---"*"last reply: "*" tokens, stop "*) ;; *) fail 
 [ ! -s "$work/pipe.err" ] || fail "piped chat wrote to stderr: $(cat "$work/pipe.err")"
 echo "ok   piped chat: plain replies, no prompt or styles"
 
-# 5. `sluice run`'s prefill progress on a terminal: redrawn in place, then cleared.
-python3 -c "
-import random
+# 5. `sluice run`'s prefill progress on a terminal: redrawn in place, then cleared. It shows once
+# a prefill has run a second: the prompt grows until its prefill takes 1.5 s, so a faster machine
+# still sees it.
+for words in 1500 6000 24000; do
+  python3 -c "
+import random, sys
 random.seed(1)
 w = 'the lord said unto moses and behold i will go up make thee a burnt offering priest altar'.split()
-print(' '.join(random.choice(w) for _ in range(1500)))" >"$work/long.txt"
-tm new-session -d -s d -x 160 -y 50 \
-  "$(printf '%q ' "$sluice" run --model "$model" --prompt-file "$work/long.txt" --prefill-chunk 64 --max-new 2); echo \"run exited: \$?\"; sleep 600"
-wait_for d "^prefill [0-9]+/1[0-9]{3} tokens \([0-9]+%\)"
-seen=$(pane d | grep -E '^prefill ' | head -n 1)
-wait_for d "^run exited: 0$"
-if pane d | grep -q '^prefill '; then fail "the progress line was not cleared: $(pane d)"; fi
-echo "ok   run on a terminal: '$seen' drawn in place, then cleared"
+print(' '.join(random.choice(w) for _ in range(int(sys.argv[1]))))" "$words" >"$work/long.txt"
+  tm new-session -d -s "d$words" -x 160 -y 50 \
+    "$(printf '%q ' "$sluice" run --model "$model" --prompt-file "$work/long.txt" --prefill-chunk 64 --max-new 2 \
+      --stats); echo \"run exited: \$?\"; sleep 600"
+  seen=
+  for _ in $(seq 2400); do
+    seen=$(pane "d$words" | grep -E -m 1 '^prefill [0-9]+/[0-9]+ tokens \([0-9]+%\)' || true)
+    [ -n "$seen" ] && break
+    pane "d$words" | grep -q '^run exited: ' && break
+    sleep 0.05
+  done
+  wait_for "d$words" "^run exited: 0$"
+  ms=$(pane "d$words" | sed -n 's/^\[stats\] prompt=[0-9]* generated=[0-9]* prefill=\([0-9]*\).*/\1/p')
+  if [ -z "$seen" ]; then
+    [ "$ms" -lt 1500 ] || fail "no progress line during a prefill of $ms ms: $(pane "d$words" | grep .)"
+    continue
+  fi
+  if pane "d$words" | grep -q '^prefill '; then fail "the progress line was not cleared: $(pane "d$words" | grep .)"; fi
+  echo "ok   run on a terminal ($ms ms prefill): '$seen' drawn in place, then cleared"
+  break
+done
+[ -n "$seen" ] || fail "no progress line on a terminal for any prompt"
 echo "chat_tmux: all checks passed"
