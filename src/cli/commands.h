@@ -24,5 +24,6 @@ Action register_devices(CLI::App& app);
 Action register_export_gguf(CLI::App& app);
 Action register_info(CLI::App& app);
 Action register_doctor(CLI::App& app);
+Action register_chat(CLI::App& app);
 
 }  // namespace sluice::cli

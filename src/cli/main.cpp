@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/usage_error.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -34,18 +35,27 @@ int main(int argc, char** argv) {
   add(sluice::cli::register_export_gguf);
   add(sluice::cli::register_info);
   add(sluice::cli::register_doctor);
+  add(sluice::cli::register_chat);
   // Exit status: 0 success (and --help, --version), 1 an error (bad file, bad model, failed
-  // read), 2 a usage error (unknown option, a value out of range or not of its kind), 3 an
-  // internal error, 130 interrupted (SIGINT/SIGTERM; `run` prints what it generated first).
+  // read), 2 a usage error (unknown option, a value out of range or not of its kind, flags that
+  // conflict or lack the one they need), 3 an internal error, 130 interrupted (SIGINT/SIGTERM;
+  // `run` prints what it generated first).
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  const char* command = "";
   try {
     for (auto& [sub, action] : actions)
-      if (sub->parsed()) return action();
+      if (sub->parsed()) {
+        command = sub->get_name().c_str();
+        return action();
+      }
+  } catch (const sluice::cli::UsageError& e) {
+    std::fprintf(stderr, "sluice %s: usage error: %s\n", command, e.what());
+    return 2;
   } catch (const sluice::Error& e) {
     std::fprintf(stderr, "sluice: error: %s\n", e.what());
     return 1;

@@ -1,31 +1,34 @@
-// `sluice run`: load a model and generate greedily from prompt token ids (or text, with the
-// model's tokenizer). --json prints exactly one JSON object on stdout (a stable contract).
+// `sluice run`: load a model and generate from prompt token ids or text (from the command line,
+// a file or stdin; --chat renders it as one user message in the model's chat format). --json
+// prints exactly one JSON object on stdout (a stable contract).
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <optional>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/prefill_progress.h"
+#include "cli/usage_error.h"
 #include "core/error.h"
-#include "model/registry.h"
+#include "core/thread_pool.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
-#include "serve/chat_options.h"
-#include "store/reader.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "runtime/speculate/make_drafter.h"
 
 namespace sluice::cli {
 namespace {
@@ -70,18 +73,48 @@ class InterruptScope {
 };
 
 struct RunArgs {
-  runtime::EngineOptions engine;
-  std::string prompt_ids, prompt_text, events;
-  bool chat = false, no_think = false;
-  std::string chat_format, reasoning_effort, system_prompt;
-  int64_t max_new = 32, prefill_chunk = 0, max_context = int64_t(1) << 20;
-  double prefill_memory_gb = 2.0;
-  bool stats = false, json = false, no_eos = false, no_prefetch = false, no_verify = false;
-  std::string isa;
-  int draft_max = 8, draft_depth = -1;
+  ModelFlags model;
+  std::string prompt_ids, prompt_text, prompt_file, events;
+  bool chat = false;
+  int64_t max_new = 32;
+  std::string stats;  // "", "summary" or "verbose"
+  bool json = false, no_eos = false;
   int top_logits = 0;
-  runtime::SamplingParams sampling;
 };
+
+// The most prompt text read from a file or stdin: far above any context (a million tokens are a
+// few MB of text), low enough that a wrong path (a disk image, /dev/zero) fails fast.
+constexpr size_t kMaxPromptBytes = size_t(1) << 30;
+
+// The text of --prompt-file FILE or --prompt - (stdin), without one final newline (editors and
+// `echo` end a file with one; it is not part of the prompt).
+std::string read_prompt(const std::string& path) {
+  const bool from_stdin = path == "-";
+  const std::string name = from_stdin ? "--prompt -: stdin" : "--prompt-file " + path;
+  std::FILE* f = from_stdin ? stdin : std::fopen(path.c_str(), "rb");
+  if (!f) fail(name, ": cannot open: ", std::strerror(errno));
+  if (from_stdin && ::isatty(0)) std::fprintf(stderr, "sluice: reading the prompt from stdin (end it with Ctrl-D)\n");
+  std::string text;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (text.size() + n > kMaxPromptBytes) {
+      if (!from_stdin) std::fclose(f);
+      fail(name, ": more than ", kMaxPromptBytes >> 20, " MiB of prompt text");
+    }
+    text.append(buf, n);
+  }
+  const bool bad = std::ferror(f);
+  const int err = errno;
+  if (!from_stdin) std::fclose(f);
+  if (bad) fail(name, ": read failed: ", std::strerror(err));
+  if (text.ends_with("\r\n"))
+    text.resize(text.size() - 2);
+  else if (text.ends_with("\n"))
+    text.pop_back();
+  if (text.empty()) fail(name, ": the prompt is empty");
+  return text;
+}
 
 // JSON-lines event log (--events): run_start, prefill_done, decode_step per token, run_end.
 class EventLog {
@@ -104,50 +137,49 @@ class EventLog {
   std::FILE* f_ = nullptr;
 };
 
-int run(const RunArgs& a) {
-  if (!a.isa.empty() && a.engine.device != "cpu") fail("give --isa or --device, not both");
-  if (a.prompt_ids.empty() == a.prompt_text.empty()) fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
-  if (a.chat && a.prompt_text.empty()) fail("--chat needs --prompt TEXT");
-  runtime::EngineOptions eo = a.engine;
-  if (!a.isa.empty()) eo.device = "cpu:" + a.isa;  // --isa X is --device cpu:X
-  eo.prefetch = !a.no_prefetch;
-  eo.verify_reads = !a.no_verify;
+// Flags that do nothing in this invocation: one warning line each.
+void warn_unused_run_flags(const RunArgs& a) {
+  if (!a.chat)
+    for (const CLI::Option* o : {a.model.chat_format_opt, a.model.system_opt, a.model.no_think_opt,
+                                 a.model.reasoning_effort_opt})
+      if (o->count() > 0) warn(o->get_name() + " has no effect without --chat");
+  warn_unused_model_flags(a.model, nullptr);
+}
+
+int run(RunArgs& a) {
+  const int sources = int(!a.prompt_ids.empty()) + int(!a.prompt_text.empty()) + int(!a.prompt_file.empty());
+  if (sources != 1) usage_fail("give exactly one of --prompt TEXT, --prompt-file FILE and --prompt-ids IDS");
+  if (a.chat && !a.prompt_ids.empty()) usage_fail("--chat needs a text prompt (--prompt or --prompt-file)");
+  if (a.top_logits > 0 && a.model.engine.draft != "off")
+    usage_fail("--top-logits needs --draft off (a verify pass chooses several tokens at once)");
+  if (a.top_logits > 0 && !a.json) usage_fail("--top-logits needs --json (the logits are part of its object)");
+  runtime::EngineOptions eo = prepare_engine(a.model);
+  warn_unused_run_flags(a);
+  // The prompt is read before the model loads: a wrong path fails in milliseconds.
+  if (a.prompt_text == "-") a.prompt_text = read_prompt("-");
+  if (!a.prompt_file.empty()) a.prompt_text = read_prompt(a.prompt_file);
   auto engine = runtime::Engine::load(eo);
+  warn_unused_model_flags(a.model, engine.get());
   // The model's tokenizer (when it has one) turns text into ids and generated ids into text.
   const tokenizer::Tokenizer* tok = engine->tokenizer();
   if (!a.prompt_text.empty() && !tok)
-    fail(a.engine.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
+    fail(eo.model_dir, ": --prompt needs a tokenizer (tiktoken.model or tokenizer.json) in the model directory");
   std::vector<int32_t> prompt;
-  std::optional<tokenizer::ChatFormat> chat_format;
-  tokenizer::ChatOptions chat_options;
+  std::optional<ChatSetup> chat;
   // A prompt must leave room for one generated token; text stops being encoded once it cannot.
-  const size_t max_prompt = size_t(a.max_context - 1);
+  const int64_t max_context = a.model.max_context;
+  const size_t max_prompt = size_t(max_context - 1);
   bool too_long = false;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
     too_long = prompt.size() > max_prompt;
   } else if (a.chat) {
-    chat_format = a.chat_format.empty()
-                      ? tokenizer::detect_chat_format(*tok, tokenizer::read_chat_template(a.engine.model_dir))
-                      : tokenizer::chat_format_from_name(a.chat_format);
-    if (!chat_format)
-      fail(a.engine.model_dir, ": --chat: the tokenizer has no chat special tokens (Kimi K3, Qwen3, DeepSeek-V3, ",
-           "Kimi K2 or gpt-oss); give --chat-format");
+    chat = chat_setup(*engine, a.model);
     tokenizer::ChatJson messages = tokenizer::ChatJson::array();
-    if (!a.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", a.system_prompt}});
+    if (!a.model.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", a.model.system_prompt}});
     messages.push_back({{"role", "user"}, {"content", a.prompt_text}});
-    // The same per-format rules as the server's reasoning_effort ("none" is --no-think).
-    serve::ChatRequest request;
-    request.reasoning_effort = a.no_think ? "none" : a.reasoning_effort;
-    if (a.no_think && !a.reasoning_effort.empty()) fail("give --no-think or --reasoning-effort, not both");
-    try {
-      chat_options = serve::chat_options_for(*chat_format, request);
-    } catch (const serve::ApiError& e) {
-      fail("--chat (", tokenizer::chat_format_name(*chat_format), "): ",
-           a.no_think ? "--no-think: " : "--reasoning-effort: ", e.message);
-    }
-    chat_options.max_ids = max_prompt;
-    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tok, *chat_format, messages, chat_options);
+    chat->options.max_ids = max_prompt;
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(*tok, chat->format, messages, chat->options);
     prompt = std::move(rendered.ids);
     too_long = rendered.too_long;
   } else {
@@ -155,38 +187,35 @@ int run(const RunArgs& a) {
     if (prompt.empty() && !too_long) fail("--prompt: the text encodes to no tokens");
   }
   if (too_long)
-    fail("the prompt has more than ", max_prompt, " tokens: --max-context ", a.max_context,
+    fail("the prompt has more than ", max_prompt, " tokens: --max-context ", max_context,
          " leaves room for at most that many before the first generated token");
   auto session = engine->new_session(/*reuse_state=*/false);
   runtime::Drafter* drafter = engine->drafter();
   EventLog events(a.events);
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
-  events.emit({{"event", "run_start"},
-               {"model", eo.model_dir},
-               {"prompt_ids", prompt},
-               {"max_new", a.max_new},
-               {"experts", engine->streaming() ? "stream" : "resident"},
-               {"cache_gb", eo.cache_gb},
-               {"prefetch", eo.prefetch},
-               {"device", engine->device().name()},
-               {"eos_token_id", engine->info().eos_token_id()}});
+  nlohmann::json start = {{"event", "run_start"},
+                          {"model", eo.model_dir},
+                          {"prompt_ids", prompt},
+                          {"max_new", a.max_new},
+                          {"experts", engine->streaming() ? "stream" : "resident"},
+                          {"cache_gb", eo.cache_gb},
+                          {"prefetch", eo.prefetch},
+                          {"device", engine->device().name()},
+                          {"eos_token_id", engine->info().eos_token_id()}};
+  if (!a.model.sampling.greedy()) start["seed"] = a.model.sampling.seed;
+  events.emit(start);
   uint64_t bytes_before = 0;
-  runtime::GenerateOptions opt;
-  opt.max_new = std::min<int64_t>(a.max_new, a.max_context - int64_t(prompt.size()));
-  opt.prefill_chunk = a.prefill_chunk;
-  opt.prefill_memory = a.prefill_memory_gb * 1e9;
+  runtime::GenerateOptions opt = generate_options(a.model);
+  opt.max_new = std::min<int64_t>(a.max_new, max_context - int64_t(prompt.size()));
   opt.stop_at_eos = !a.no_eos;
-  opt.sampling = a.sampling;
-  opt.controller.max_depth = a.draft_max;
-  opt.fixed_depth = a.draft_depth;
+  PrefillProgress progress(!a.model.no_progress);
+  opt.on_prefill = [&](int64_t done, int64_t total) { progress.update(done, total); };
   // Text output streams as tokens are decided: incomplete UTF-8 is held back; in chat mode the
   // reply is split into reasoning and answer, and markers never reach the terminal.
   tokenizer::Utf8StreamDecoder utf8;
   std::unique_ptr<tokenizer::ReplyStream> reply;
-  if (chat_format)
-    reply = std::make_unique<tokenizer::ReplyStream>(*tok, *chat_format,
-                                                     tokenizer::prompt_opens_think(*chat_format, chat_options));
+  if (chat) reply = std::make_unique<tokenizer::ReplyStream>(*tok, chat->format, chat->opens_think);
   bool in_content = false, printed_reasoning = false;
   auto print_delta = [&](const tokenizer::ReplyStream::Delta& d) {
     if (!d.reasoning.empty()) std::printf("%s", d.reasoning.c_str());
@@ -198,6 +227,7 @@ int run(const RunArgs& a) {
     }
   };
   auto on_token = [&](int32_t id) {
+    progress.finish();
     if (tok && !a.prompt_text.empty()) {
       if (reply) {
         // --json reports the split reply at the end, so the parser sees every token either way.
@@ -228,17 +258,21 @@ int run(const RunArgs& a) {
                  {"missed_experts", s.missed_experts},
                  {"expert_requests", engine->model().counters().expert_requests}});
     bytes_before = bytes;
-    if (a.stats && drafter && !first)
-      std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms; union %llu experts, %llu read (%.1f KB)\n",
-                   s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
-                   (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
+    if (a.stats == "verbose" && !first) {
+      if (drafter)
+        std::fprintf(stderr, "[draft] %s: proposed %d accepted %d in %.2f ms; union %llu experts, %llu read (%.1f KB)\n",
+                     s.decision.c_str(), s.proposed, s.accepted, s.ms, (unsigned long long)s.union_experts,
+                     (unsigned long long)s.missed_experts, double(s.bytes_read) / 1e3);
+      else
+        std::fprintf(stderr, "[step] %.2f ms; union %llu experts, %llu read (%.1f KB)\n", s.ms,
+                     (unsigned long long)s.union_experts, (unsigned long long)s.missed_experts,
+                     double(s.bytes_read) / 1e3);
+    }
   };
   opt.cancel = &g_interrupted;
   // --top-logits K: the K highest logits each token was chosen from, for comparing engines.
   nlohmann::json top_logits = nlohmann::json::array();
   if (a.top_logits > 0) {
-    if (drafter) fail("--top-logits needs --draft off (a verify pass chooses several tokens at once)");
-    if (!a.json) fail("--top-logits needs --json (the logits are part of its object)");
     opt.on_logits = [&](const float* logits, int64_t V) {
       std::vector<int32_t> ids(static_cast<size_t>(V));
       for (int64_t i = 0; i < V; ++i) ids[size_t(i)] = int32_t(i);
@@ -256,6 +290,7 @@ int run(const RunArgs& a) {
     InterruptScope interrupts;
     r = session->generate(prompt, opt, on_token, on_step);
   }
+  progress.finish();
   const bool interrupted = r.stop_reason == "cancelled";
   events.emit({{"event", "run_end"},
                {"status", interrupted ? "interrupted" : "ok"},
@@ -275,6 +310,7 @@ int run(const RunArgs& a) {
                         {"steps", r.steps},
                         {"proposed", r.proposed},
                         {"accepted", r.accepted}};
+    if (!a.model.sampling.greedy()) j["seed"] = a.model.sampling.seed;
     if (tok) j["text"] = tokenizer::utf8_replace_invalid(tok->decode(r.generated));
     if (reply) {
       // The reply split as the server reports it.
@@ -300,11 +336,15 @@ int run(const RunArgs& a) {
     std::printf("\n");
   }
   std::fflush(stdout);
-  if (a.stats) {
+  if (!a.stats.empty()) {
+    std::fputs(seed_text(a.model).c_str(), stderr);
     double decode_tokens = double(r.generated.size() > 0 ? r.generated.size() - 1 : 0);
-    std::fprintf(stderr, "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s\n",
+    std::fprintf(stderr,
+                 "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s "
+                 "threads=%d\n",
                  prompt.size(), r.generated.size(), r.prefill_ms, prompt.size() * 1000.0 / std::max(r.prefill_ms, 1e-9),
-                 r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), r.stop_reason.c_str());
+                 r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), r.stop_reason.c_str(),
+                 ThreadPool::global().size());
     if (drafter)
       std::fprintf(stderr, "[draft] drafter=%s steps=%lld proposed=%lld accepted=%lld (%.1f%%) tokens/step=%.2f\n",
                    drafter->name(), (long long)r.steps, (long long)r.proposed, (long long)r.accepted,
@@ -326,73 +366,46 @@ int run(const RunArgs& a) {
 
 Action register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  CLI::App* sub = app.add_subcommand("run", "Generate from a prompt with a model directory (kimi_k3, kimi_linear, qwen3)");
-  sub->add_option("--model", a->engine.model_dir, "Model directory (config.json + safetensors)")->required();
+  CLI::App* sub = app.add_subcommand(
+      "run", "Generate from a prompt with a model directory (kimi_k3, kimi_linear, qwen3, qwen3_moe, deepseek_v3, "
+             "kimi_k2, gpt_oss)");
+  sub->footer(
+      "Exit status: 0 done, 1 an error (a bad file or model), 2 a usage error (a bad or conflicting flag), 130 "
+      "interrupted (SIGINT/SIGTERM; what was generated is printed first).\n"
+      "Environment: SLUICE_THREADS (compute threads; --threads wins), SLUICE_ISA (scalar, avx2, avx512; --isa "
+      "wins), SLUICE_CUDA_PROFILE=1 (per-op GPU time on a CUDA device), HF_TOKEN (a streamed install's fetches).");
+  sub->add_option("--model", a->model.engine.model_dir, "Model directory (config.json + safetensors)")->required();
   auto* ids_opt = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
-  sub->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the model's tokenizer)")->excludes(ids_opt);
+  auto* text_opt = sub->add_option("--prompt", a->prompt_text,
+                                   "Prompt text (encoded with the model's tokenizer); - reads it from stdin")
+                       ->excludes(ids_opt);
+  sub->add_option("--prompt-file", a->prompt_file,
+                  "Prompt text from a file (no length limit but --max-context; one final newline is dropped, as "
+                  "with --prompt -)")
+      ->excludes(ids_opt)
+      ->excludes(text_opt);
   sub->add_flag("--chat", a->chat,
-                "Render --prompt as one user message in the model's chat format (Kimi K3, Qwen3, DeepSeek-V3, Kimi K2, "
-                "gpt-oss)");
-  sub->add_option("--chat-format", a->chat_format, kChatFormatHelp)->check(one_of(chat_format_names()));
-  sub->add_option("--system", a->system_prompt, "With --chat: a system message before the user message");
-  sub->add_flag("--no-think", a->no_think, "With --chat: thinking off (the reply starts in the answer; K3, Qwen3)");
-  sub->add_option("--reasoning-effort", a->reasoning_effort,
-                  "With --chat: Kimi K3's thinking effort (low, high, max) or gpt-oss's reasoning effort (low, medium, "
-                  "high)")
-      ->check(one_of({"low", "medium", "high", "max"}));
+                "Render the prompt text as one user message in the model's chat format (Kimi K3, Qwen3, DeepSeek-V3, "
+                "Kimi K2, gpt-oss)");
+  add_chat_flags(sub, a->model, "With --chat: ");
   sub->add_option("--max-new", a->max_new, "Maximum number of tokens to generate")->default_val(32)->transform(integer_in(0, INT32_MAX));
-  sub->add_option("--max-context", a->max_context,
-                  "Most tokens of prompt plus generated ones (a longer prompt is refused, --max-new is cut to fit)")
-      ->default_val(int64_t(1) << 20)
-      ->transform(integer_in(2, int64_t(1) << 30));
-  sub->add_option("--prefill-chunk", a->prefill_chunk,
-                  "Prompt positions per prefill pass (0 = as many as --prefill-memory-gb allows)")
-      ->default_val(0)
-      ->transform(integer_in(0, INT32_MAX));
-  sub->add_option("--prefill-memory-gb", a->prefill_memory_gb, "Scratch memory a prefill pass may use (GB)")
-      ->default_val(2.0)
-      ->transform(positive_number(1e6));
-  sub->add_flag("--stats", a->stats, "Print timing and expert counters to stderr");
+  add_sampling_flags(sub, a->model);
+  add_model_flags(sub, a->model);
+  sub->add_option("--stats", a->stats,
+                  "Print timing, drafting and expert counters to stderr; --stats=verbose adds a line per decode step "
+                  "(the drafting decision, experts and bytes read)")
+      ->expected(0, 1)
+      ->default_str("summary")
+      ->check(one_of({"summary", "verbose"}))
+      ->option_text("[=verbose]");
   sub->add_flag("--json", a->json,
-                "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason");
+                "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason (and "
+                "seed when sampling)");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
   sub->add_option("--top-logits", a->top_logits,
                   "With --json: add top_logits, the K highest [id, logit] pairs each token was chosen from (drafting off)")
       ->transform(integer_in(1, 1000));
-  sub->add_option("--isa", a->isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available)")
-      ->check(one_of({"scalar", "avx2", "avx512"}));
-  sub->add_option("--device", a->engine.device, runtime::kDeviceHelp)->default_val("cpu");
-  sub->add_option("--experts", a->engine.experts,
-                  "Where routed experts come from: auto (stream from the homes if `sluice prepare` ran), stream, resident")
-      ->default_val("auto")
-      ->check(one_of({"auto", "stream", "resident"}));
-  sub->add_option("--cache-gb", a->engine.cache_gb,
-                  "RAM budget of the expert cache when streaming (GB; at most the machine's memory, and never more "
-                  "is allocated than the expert bank needs)")
-      ->default_val(1.0)
-      ->transform(positive_number(1e6));
-  sub->add_flag("--no-prefetch", a->no_prefetch, "Do not predict and pre-read the next layer's experts");
-  sub->add_option("--reader", a->engine.reader, "Expert read engine: auto, io_uring or pread")
-      ->default_val("auto")
-      ->check(one_of({"auto", "io_uring", "pread"}));
-  sub->add_option("--queue-depth", a->engine.queue_depth, "Expert reads in flight per home")
-      ->default_val(4)
-      ->transform(integer_in(1, store::kMaxQueueDepth));
-  sub->add_flag("--no-verify", a->no_verify, "Skip the xxh3 check of every expert read");
-  sub->add_option("--draft", a->engine.draft, runtime::kDraftHelp)->default_val("off");
-  sub->add_option("--draft-max", a->draft_max, "Most drafts per step (the controller picks the depth)")
-      ->default_val(8)->transform(integer_in(0, 64));
-  sub->add_option("--draft-depth", a->draft_depth, "Always draft this many (bypasses the controller)")
-      ->transform(integer_in(0, 64));
-  sub->add_option("--temperature", a->sampling.temperature, "Sampling temperature (0 = greedy)")
-      ->default_val(0.0)
-      ->transform(number_in(0, 1e6));
-  sub->add_option("--top-p", a->sampling.top_p, "Nucleus sampling mass")->default_val(1.0)->transform(positive_number(1));
-  sub->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0 = all)")
-      ->default_val(0)
-      ->transform(integer_in(0, INT32_MAX));
-  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->default_val(0)->transform(integer_in(0, INT64_MAX));
-  sub->add_option("--router-trace", a->engine.router_trace,
+  sub->add_option("--router-trace", a->model.engine.router_trace,
                   "Record every routed-expert request (layer, experts) as JSON lines, for `sluice warm`");
   sub->add_option("--events", a->events, "Write a JSON-lines event log (run_start, prefill_done, decode_step, run_end)");
   return [a] { return run(*a); };

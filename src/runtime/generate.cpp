@@ -52,12 +52,15 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     if (hidden_layers) opt.drafter->on_committed_rows(hidden_rows.data(), n, first);
   };
   auto t0 = clock::now();
+  const int64_t total = int64_t(prompt.size());
+  if (opt.on_prefill) opt.on_prefill(0, total);
   for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
     check_cancel();
     size_t n = std::min(prompt.size() - at, size_t(chunk));
     const int64_t first = state.length();
     m.forward(state, prompt.subspan(at, n), with_capture({}, n), logits.data());
     hand_over(first, int64_t(n));
+    if (opt.on_prefill) opt.on_prefill(int64_t(at + n), total);
   }
   auto choose = [&](const float* row) {
     if (opt.sampling.greedy()) return argmax(row, V);

@@ -35,6 +35,9 @@ struct GenerateOptions {
   // Sees the logits each token was chosen from (V floats), before it is emitted; called only when
   // nothing is drafted (a verify pass chooses several tokens at once).
   std::function<void(const float* logits, int64_t vocab)> on_logits;
+  // Sees the prefill advance, for progress displays: (0, total) before the first pass, then the
+  // prompt tokens fed so far after each pass (total: the tokens this call prefills).
+  std::function<void(int64_t done, int64_t total)> on_prefill;
 };
 
 // One decode step as the loop saw it (for event logs and --stats).
