@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/arg_lists.h"
+#include "cli/state_cache_flags.h"
 #include "cli/usage_error.h"
 #include "core/parse_number.h"
 #include "core/thread_pool.h"
@@ -71,6 +72,7 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
   f.prefill_memory_opt = sub->add_option("--prefill-memory-gb", f.prefill_memory_gb, "Scratch memory a prefill pass may use (GB)")
                              ->default_val(2.0)
                              ->transform(positive_number(1e6));
+  add_state_cache_flags(sub, f.engine);
   sub->add_flag("--no-progress", f.no_progress,
                 "No prefill progress on stderr (shown once a prefill takes over a second: redrawn in place on a "
                 "terminal, a plain line every 5 s otherwise)");

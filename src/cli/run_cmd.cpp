@@ -189,7 +189,8 @@ int run(RunArgs& a) {
   if (too_long)
     fail("the prompt has more than ", max_prompt, " tokens: --max-context ", max_context,
          " leaves room for at most that many before the first generated token");
-  auto session = engine->new_session(/*reuse_state=*/false);
+  // A fresh session: reusing state only matters through --state-cache (a saved prefix of this prompt).
+  auto session = engine->new_session(/*reuse_state=*/true);
   runtime::Drafter* drafter = engine->drafter();
   EventLog events(a.events);
   using clock = std::chrono::steady_clock;
@@ -309,7 +310,8 @@ int run(RunArgs& a) {
                         {"stop_reason", r.stop_reason},
                         {"steps", r.steps},
                         {"proposed", r.proposed},
-                        {"accepted", r.accepted}};
+                        {"accepted", r.accepted},
+                        {"cached_tokens", session->restored()}};
     if (!a.model.sampling.greedy()) j["seed"] = a.model.sampling.seed;
     if (tok) j["text"] = tokenizer::utf8_replace_invalid(tok->decode(r.generated));
     if (reply) {
@@ -340,9 +342,9 @@ int run(RunArgs& a) {
     std::fputs(seed_text(a.model).c_str(), stderr);
     double decode_tokens = double(r.generated.size() > 0 ? r.generated.size() - 1 : 0);
     std::fprintf(stderr,
-                 "[stats] prompt=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s "
+                 "[stats] prompt=%zu cached=%zu generated=%zu prefill=%.1f ms (%.1f tok/s) decode=%.1f ms (%.2f tok/s) stop=%s "
                  "threads=%d\n",
-                 prompt.size(), r.generated.size(), r.prefill_ms, prompt.size() * 1000.0 / std::max(r.prefill_ms, 1e-9),
+                 prompt.size(), session->restored(), r.generated.size(), r.prefill_ms, prompt.size() * 1000.0 / std::max(r.prefill_ms, 1e-9),
                  r.decode_ms, decode_tokens * 1000.0 / std::max(r.decode_ms, 1e-9), r.stop_reason.c_str(),
                  ThreadPool::global().size());
     if (drafter)

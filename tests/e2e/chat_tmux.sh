@@ -196,7 +196,7 @@ print(' '.join(random.choice(w) for _ in range(int(sys.argv[1]))))" "$words" >"$
     sleep 0.05
   done
   wait_for "d$words" "^run exited: 0$"
-  ms=$(pane "d$words" | sed -n 's/^\[stats\] prompt=[0-9]* generated=[0-9]* prefill=\([0-9]*\).*/\1/p')
+  ms=$(pane "d$words" | sed -n 's/^\[stats\] prompt=[0-9]* cached=[0-9]* generated=[0-9]* prefill=\([0-9]*\).*/\1/p')
   if [ -z "$seen" ]; then
     [ "$ms" -lt 1500 ] || fail "no progress line during a prefill of $ms ms: $(pane "d$words" | grep .)"
     continue

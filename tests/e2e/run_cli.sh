@@ -4,7 +4,7 @@
 # flags that have no effect (and none for a clean command line), a random seed when sampling
 # printed by --stats and --json that --seed repeats, --threads and SLUICE_THREADS, prefill progress
 # as plain lines when stderr is not a terminal (and none with --no-progress), per-step lines only
-# with --stats=verbose. Usage: run_cli.sh <sluice> <source-dir>
+# with --stats=verbose, --state-cache restoring a saved prefix. Usage: run_cli.sh <sluice> <source-dir>
 set -euo pipefail
 sluice=$1
 model="$2/models/default/target"
@@ -139,7 +139,7 @@ random.seed(1)
 w = 'the lord said unto moses and behold i will go up make thee a burnt offering priest altar'.split()
 print(' '.join(random.choice(w) for _ in range(int(sys.argv[1]))))" "$1" >"$2"
 }
-prefill_ms() { sed -n 's/^\[stats\] prompt=[0-9]* generated=[0-9]* prefill=\([0-9]*\).*/\1/p' "$1"; }
+prefill_ms() { sed -n 's/^\[stats\] prompt=[0-9]* cached=[0-9]* generated=[0-9]* prefill=\([0-9]*\).*/\1/p' "$1"; }
 for words in 1500 6000 24000; do
   long_prompt "$words" "$work/long.txt"
   "$sluice" run --model "$model" --prompt-file "$work/long.txt" --prefill-chunk 64 --max-new 1 --stats \
@@ -169,6 +169,21 @@ n_verbose=$(grep -c '^\[draft\] ' <<<"$verbose" || true)
   bad "drafting lines: $n_summary with --stats, $n_verbose with --stats=verbose"
 steps=$("$sluice" run --model "$model" --prompt-ids 1,2,3 --max-new 4 --stats verbose 2>&1 >/dev/null | grep -c '^\[step\] ' || true)
 [ "$steps" -eq 3 ] && ok "--stats verbose without a drafter: 3 step lines" || bad "--stats verbose without a drafter: $steps step lines"
+
+# 8. --state-cache on run: a second run of a longer prompt that starts with the first run's prompt
+# and reply restores that state (cached_tokens > 0, said by --stats) and gives the ids of a run
+# without the cache.
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+first=$("$sluice" run --model "$model" --prompt-ids 5,6,7,8,9,10,11,12 --max-new 6 --ignore-eos --json --state-cache "$work/sc")
+ext="5,6,7,8,9,10,11,12,$(field generated_ids <<<"$first" | tr -d '[] '),40,41"
+cold=$("$sluice" run --model "$model" --prompt-ids "$ext" --max-new 6 --ignore-eos --json)
+warm=$("$sluice" run --model "$model" --prompt-ids "$ext" --max-new 6 --ignore-eos --json --state-cache "$work/sc")
+cached=$(field cached_tokens <<<"$warm")
+[ "$(ids <<<"$warm")" = "$(ids <<<"$cold")" ] && [ "$cached" -gt 0 ] &&
+  ok "run --state-cache: $cached of $(tr ',' '\n' <<<"$ext" | wc -l) prompt tokens restored, same ids as without the cache" ||
+  bad "run --state-cache: cached $cached, ids $(ids <<<"$warm") vs $(ids <<<"$cold")"
+line=$("$sluice" run --model "$model" --prompt-ids "$ext" --max-new 2 --ignore-eos --stats --state-cache "$work/sc" 2>&1 >/dev/null | grep '^\[stats\]')
+grep -q "cached=[1-9]" <<<"$line" && ok "--stats says the restored tokens: ${line%% generated=*}" || bad "--stats: $line"
 
 if [ "$failures" -ne 0 ]; then
   echo "run_cli: $failures failure(s)"
