@@ -14,5 +14,7 @@ namespace sluice::gguf {
 // kimi_k3 -> kimi-k3, kimi_linear -> kimi-linear (export_kimi.cpp).
 ExportSummary export_kimi(const std::string& dir, const nlohmann::json& root, const std::string& out,
                           const ExportOptions& opt);
+// deepseek_v3, kimi_k2 -> deepseek2 (export_deepseek.cpp).
+ExportSummary export_deepseek2(const std::string& dir, const std::string& out, const ExportOptions& opt);
 
 }  // namespace sluice::gguf
