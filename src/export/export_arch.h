@@ -16,5 +16,7 @@ ExportSummary export_kimi(const std::string& dir, const nlohmann::json& root, co
                           const ExportOptions& opt);
 // deepseek_v3, kimi_k2 -> deepseek2 (export_deepseek.cpp).
 ExportSummary export_deepseek2(const std::string& dir, const std::string& out, const ExportOptions& opt);
+// qwen3_moe -> qwen3moe (export_qwen3moe.cpp).
+ExportSummary export_qwen3moe(const std::string& dir, const std::string& out, const ExportOptions& opt);
 
 }  // namespace sluice::gguf

@@ -21,8 +21,9 @@ ExportSummary export_gguf(const std::string& model_dir, const std::string& out, 
                                      : std::string("(none)");
   if (model_type == "kimi_k3" || model_type == "kimi_linear") return export_kimi(model_dir, root, out, opt);
   if (model_type == "deepseek_v3" || model_type == "kimi_k2") return export_deepseek2(model_dir, out, opt);
+  if (model_type == "qwen3_moe") return export_qwen3moe(model_dir, out, opt);
   fail(config_path, ": model_type '", model_type,
-       "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2)");
+       "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2, qwen3_moe)");
 }
 
 }  // namespace sluice::gguf
