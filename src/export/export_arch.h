@@ -18,5 +18,7 @@ ExportSummary export_kimi(const std::string& dir, const nlohmann::json& root, co
 ExportSummary export_deepseek2(const std::string& dir, const std::string& out, const ExportOptions& opt);
 // qwen3_moe -> qwen3moe (export_qwen3moe.cpp).
 ExportSummary export_qwen3moe(const std::string& dir, const std::string& out, const ExportOptions& opt);
+// gpt_oss -> gpt-oss (export_gpt_oss.cpp).
+ExportSummary export_gpt_oss(const std::string& dir, const std::string& out, const ExportOptions& opt);
 
 }  // namespace sluice::gguf

@@ -22,8 +22,9 @@ ExportSummary export_gguf(const std::string& model_dir, const std::string& out, 
   if (model_type == "kimi_k3" || model_type == "kimi_linear") return export_kimi(model_dir, root, out, opt);
   if (model_type == "deepseek_v3" || model_type == "kimi_k2") return export_deepseek2(model_dir, out, opt);
   if (model_type == "qwen3_moe") return export_qwen3moe(model_dir, out, opt);
+  if (model_type == "gpt_oss") return export_gpt_oss(model_dir, out, opt);
   fail(config_path, ": model_type '", model_type,
-       "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2, qwen3_moe)");
+       "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2, qwen3_moe, gpt_oss)");
 }
 
 }  // namespace sluice::gguf
