@@ -3,6 +3,7 @@
 #include "export/export_gguf.h"
 
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 #include "export/export_arch.h"
@@ -10,7 +11,9 @@
 
 namespace sluice::gguf {
 
-ExportSummary export_gguf(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
+namespace {
+
+ExportSummary dispatch(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
   namespace fs = std::filesystem;
   SLUICE_CHECK(fs::is_directory(model_dir), model_dir, ": not a model directory");
   const std::string config_path = (fs::path(model_dir) / "config.json").string();
@@ -25,6 +28,18 @@ ExportSummary export_gguf(const std::string& model_dir, const std::string& out, 
   if (model_type == "gpt_oss") return export_gpt_oss(model_dir, out, opt);
   fail(config_path, ": model_type '", model_type,
        "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2, qwen3_moe, gpt_oss)");
+}
+
+}  // namespace
+
+ExportSummary export_gguf(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
+  // Notes are held until the export succeeds: a refused export prints its one error line only.
+  std::vector<std::string> notes;
+  ExportOptions held = opt;
+  if (opt.note) held.note = [&notes](const std::string& n) { notes.push_back(n); };
+  ExportSummary sum = dispatch(model_dir, out, held);
+  for (const std::string& n : notes) opt.note(n);
+  return sum;
 }
 
 }  // namespace sluice::gguf

@@ -18,7 +18,8 @@ namespace sluice::gguf {
 struct ExportOptions {
   // Called after each tensor with (bytes written, total bytes of tensor data).
   std::function<void(uint64_t, uint64_t)> progress;
-  // Notes about approximations the format forces (one line each, no newline).
+  // Notes about approximations the format forces (one line each, no newline), given once the file
+  // is written (a refused export gives none).
   std::function<void(const std::string&)> note;
   // Every tensor widened to F32 (exactly: BF16 and MXFP4 values are F32 values; FP8 is value x block
   // scale as one fp32 product, INT4 bf16(q·s)). llama.cpp then multiplies F32 by F32 without
