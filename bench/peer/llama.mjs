@@ -7,9 +7,19 @@
 // With --events PATH it also writes the events log `sluice run --events` writes (run_start,
 // prefill_done, one decode_step per token, run_end), so that `sluice bench run` can run it as a
 // peer arm: --arm "llama:--peer 'node bench/peer/llama.mjs' --model FILE.gguf --threads 2".
+// --force-ids 4,5,6 adds "forced": each step's --top K (at least 1) highest logits over prompt + those
+// ids fed one at a time (teacher forcing: another engine's greedy path), for top-1 agreement along it.
+// A GGUF without a vocabulary (tokenizer model "none", written for checkpoints without tokenizer
+// files) runs on ids alone: node-llama-cpp's load-time tokenize/detokenize check is skipped for it
+// (llama.cpp aborts on tokenizing without a tokenizer).
 // Usage: node llama.mjs --model FILE.gguf --prompt-ids 1,2,3 --max-new N [--threads T] [--context C] [--top K]
-//                       [--events PATH] [--mmap true|false|auto] [--lazy true|false|auto]
-// (--mmap and --lazy set node-llama-cpp's useMmap and lazyMode; its defaults otherwise: mmap on, lazy off.)
+//                       [--force-ids IDS] [--kv-type f16|f32] [--flash-attn true|false|auto] [--events PATH]
+//                       [--mmap true|false|auto] [--lazy true|false|auto]
+// (--mmap and --lazy set node-llama-cpp's useMmap and lazyMode; its defaults otherwise: mmap on, lazy off.
+// --kv-type sets the KV cache's type (default F16) and --flash-attn flash attention (default auto,
+// on for the CPU here); with F32 weights, --kv-type f32 --flash-attn false makes llama.cpp's
+// forward pass fp32 throughout: its F16 cache and its flash attention round keys, values and
+// queries to F16, 1e-3 logit differences on the tiny models.)
 // Needs node_modules/node-llama-cpp (3.22.1): in $SLUICE_PEER_DIR, else next to this script (`cd
 // bench/peer && npm install --ignore-scripts`), else in the working directory.
 import {createRequire} from "node:module";
@@ -27,6 +37,9 @@ for (let i = 0; i < argv.length; i += 2) {
     else if (k === "--threads") args.threads = parseInt(v, 10);
     else if (k === "--context") args.context = parseInt(v, 10);
     else if (k === "--top") args.top = parseInt(v, 10);
+    else if (k === "--kv-type") args.kvType = v.toUpperCase();
+    else if (k === "--flash-attn") args.flashAttn = v === "auto" ? "auto" : v === "true";
+    else if (k === "--force-ids") args.force = v.split(",").filter(s => s.length).map(s => parseInt(s, 10));
     else if (k === "--events") args.events = v;
     else if (k === "--lazy") args.lazy = v === "auto" ? "auto" : v === "true";
     else if (k === "--mmap") args.mmap = v === "auto" ? "auto" : v === "true";
@@ -40,7 +53,11 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const peerDir = process.env.SLUICE_PEER_DIR ||
     [here, process.cwd()].find(d => fs.existsSync(path.join(d, "node_modules", "node-llama-cpp"))) || process.cwd();
 const require = createRequire(path.join(peerDir, "package.json"));
-const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
+const {getLlama, LlamaLogLevel, LlamaModel, readGgufFileInfo} = await import(require.resolve("node-llama-cpp"));
+const info = await readGgufFileInfo(args.model, {readTensorInfo: false, logWarnings: false,
+    ignoreKeys: ["tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"]});
+if (info.metadata?.tokenizer?.ggml?.model === "none")
+    LlamaModel.prototype.getWarnings = function () { return []; };
 
 const t0 = performance.now();
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
@@ -50,6 +67,8 @@ const contextSize = args.context || Math.max(64, args.prompt.length + args.maxNe
 const context = await model.createContext({
     contextSize, batchSize: Math.max(32, args.prompt.length), sequences: 1,
     ...(args.threads > 0 ? {threads: args.threads} : {}),
+    ...(args.flashAttn !== undefined ? {flashAttention: args.flashAttn} : {}),
+    ...(args.kvType ? {experimentalKvCacheKeyType: args.kvType, experimentalKvCacheValueType: args.kvType} : {}),
 });
 const seq = context.getSequence();
 const loadMs = performance.now() - t0;
@@ -81,20 +100,23 @@ const out = {
     decode_tok_s: generated.length > 1 ? (generated.length - 1) / ((tLast - tFirst) / 1000) : 0,
     threads: context.currentThreads ?? args.threads,
 };
-if (args.top > 0) {
-    // The prompt in one batch, as generation fed it, then each generated token alone: the logits of
-    // the path generation took (one batch over prompt + generated ids would take llama.cpp's
-    // batched kernels, e.g. chunked KDA, which differ from its one-token steps).
+// The logits of prompt + `ids`: the prompt in one batch, as generation fed it, then each id alone
+// (one batch over the whole path would take llama.cpp's batched kernels, e.g. chunked KDA, which
+// differ from its one-token steps). One row of the k highest per step.
+async function score(ids, k) {
     await seq.clearHistory();
     const last = args.prompt.length - 1;
     const res = await seq.controlledEvaluate(args.prompt.map((t, i) =>
         i === last ? [t, {generateNext: {token: true, logits: true}}] : t));
-    out.top = [[...res[last].next.logits.entries()].slice(0, args.top)];
-    for (const t of generated.slice(0, -1)) {
+    const rows = [[...res[last].next.logits.entries()].slice(0, k)];
+    for (const t of ids.slice(0, -1)) {
         const r = await seq.controlledEvaluate([[t, {generateNext: {token: true, logits: true}}]]);
-        out.top.push([...r[0].next.logits.entries()].slice(0, args.top));
+        rows.push([...r[0].next.logits.entries()].slice(0, k));
     }
+    return rows;
 }
+if (args.top > 0) out.top = await score(generated, args.top);
+if (args.force?.length) out.forced = await score(args.force, Math.max(1, args.top));
 console.log(JSON.stringify(out));
 await context.dispose();
 await model.dispose();

@@ -92,6 +92,12 @@ void Writer::add_kv(Kv kv) {
   kvs_.push_back(std::move(kv));
 }
 
+bool Writer::has_key(std::string_view key) const {
+  for (const Kv& k : kvs_)
+    if (k.key == key) return true;
+  return false;
+}
+
 void Writer::add_u32(std::string key, uint32_t v) {
   Kv kv{std::move(key), ValueType::U32};
   put_le(kv.bytes, v);
@@ -115,6 +121,12 @@ void Writer::add_string(std::string key, std::string v) {
 void Writer::add_i32_array(std::string key, std::vector<int32_t> v) {
   Kv kv{std::move(key), ValueType::ARRAY, ValueType::I32};
   for (int32_t x : v) put_le(kv.bytes, x);
+  kv.count = v.size();
+  add_kv(std::move(kv));
+}
+void Writer::add_bool_array(std::string key, std::vector<bool> v) {
+  Kv kv{std::move(key), ValueType::ARRAY, ValueType::BOOL};
+  for (bool x : v) put_le<uint8_t>(kv.bytes, x ? 1 : 0);
   kv.count = v.size();
   add_kv(std::move(kv));
 }

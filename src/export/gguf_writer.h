@@ -43,11 +43,13 @@ class Writer {
   void add_bool(std::string key, bool v);
   void add_string(std::string key, std::string v);
   void add_i32_array(std::string key, std::vector<int32_t> v);
+  void add_bool_array(std::string key, std::vector<bool> v);
   void add_string_array(std::string key, std::vector<std::string> v);
 
   // `ne` in ggml order (ne[0] contiguous). `produce` must write exactly tensor_bytes() bytes.
   void add_tensor(std::string name, std::vector<int64_t> ne, TensorType type, std::function<void(Sink&)> produce);
 
+  bool has_key(std::string_view key) const;
   size_t tensor_count() const { return tensors_.size(); }
   size_t key_count() const { return kvs_.size(); }
   uint64_t data_bytes() const;  // the data section, padding included
