@@ -13,6 +13,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "format/safetensors.h"
 
 namespace sluice::format {
@@ -549,6 +550,12 @@ TEST(SafetensorsWrite, FailedRenameLeavesNoTempFile) {
 }
 
 TEST(SafetensorsWrite, FailedWriteMidwayKeepsOldFileAndNoTemp) {
+  // The death test forks this process, which in a whole-binary run already has the global
+  // pool's workers waiting for work (started here, before the file's fsync gives them time to
+  // wait, so that a lone run is the same). The child must leave with _Exit: exit() would run
+  // ~ThreadPool, whose condition variable still counts the parent's waiting workers, and wait
+  // for them forever.
+  ThreadPool::global();
   TempDir dir;
   std::string path = dir.file("m.safetensors");
   write_file_atomic(path, "old contents");
@@ -563,7 +570,7 @@ TEST(SafetensorsWrite, FailedWriteMidwayKeepsOldFileAndNoTemp) {
     } catch (const Error&) {
       threw = true;
     }
-    std::exit(threw && !has_temp_files(dir) ? 0 : 1);
+    std::_Exit(threw && !has_temp_files(dir) ? 0 : 1);
   };
   EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
   std::ifstream in(path);
