@@ -704,7 +704,10 @@ TEST(BackendOps, MlaTilesGiveTheScalarLoopsBits) {
   for (const Shape& s : {Shape{3, 8, 4, 8, 16, 37, 5, WeightType::BF16, true}, Shape{2, 8, 0, 6, 12, 17, 0, WeightType::F32, true},
                          Shape{2, 16, 8, 16, 40, 33, 70, WeightType::BF16, false},
                          Shape{1, 4, 2, 4, 8, 300, 1, WeightType::F32, true},
-                         Shape{2, 8, 4, 8, 64, 45, 20, WeightType::BF16, true, 40.0f}}) {
+                         Shape{2, 8, 4, 8, 64, 45, 20, WeightType::BF16, true, 40.0f},
+                         // One row (decode: 8 positions and 8 outputs side by side, then tails).
+                         Shape{4, 8, 4, 6, 20, 1, 21, WeightType::BF16, true}, Shape{2, 8, 4, 8, 16, 1, 9, WeightType::F32, false},
+                         Shape{1, 4, 2, 12, 8, 1, 300, WeightType::F32, true, 40.0f}}) {
     const int64_t qk = s.nope + s.rope, cap = s.base + s.T;
     const std::vector<float> lat = r.normals(cap * s.kvr), kpe = r.normals(cap * s.rope), q = r.normals(s.T * s.heads * qk);
     HostWeight kvb = random_weight(s.kvb, s.heads * (s.nope + s.vd), s.kvr, r);

@@ -123,6 +123,49 @@ void context_rows(float* ctx, const float* s, int64_t stride, const float* lat, 
   }
 }
 
+// One query row (decode): the same sums as a tile's lane, but 8 independent sums side by side
+// across positions (scores) or outputs (value expansion) instead of across rows, so that a single
+// row does not pay for 16 lanes of which 15 are empty. Every sum still runs over i in order with
+// each product rounded before it is added (this file is compiled without FMA): the bits are a
+// tile lane's. score[p·stride] = (Σ_i qa[i]·lat[p, i] + Σ_i qpe[i]·kpe[p, i])·scale for p < n.
+void row_scores(const float* qa, const float* qpe, const float* lat, const float* kpe, int64_t kvr, int64_t rope,
+                int64_t n, float scale, float* score, int64_t stride) {
+  constexpr int64_t J = 8;
+  int64_t p = 0;
+  for (; p + J <= n; p += J) {
+    float a[J] = {}, b[J] = {};
+    for (int64_t i = 0; i < kvr; ++i)
+      for (int64_t k = 0; k < J; ++k) a[k] += qa[i] * lat[(p + k) * kvr + i];
+    for (int64_t i = 0; i < rope; ++i)
+      for (int64_t k = 0; k < J; ++k) b[k] += qpe[i] * kpe[(p + k) * rope + i];
+    for (int64_t k = 0; k < J; ++k) score[(p + k) * stride] = (a[k] + b[k]) * scale;
+  }
+  for (; p < n; ++p) {
+    float a = 0.0f, b = 0.0f;
+    for (int64_t i = 0; i < kvr; ++i) a += qa[i] * lat[p * kvr + i];
+    for (int64_t i = 0; i < rope; ++i) b += qpe[i] * kpe[p * rope + i];
+    score[p * stride] = (a + b) * scale;
+  }
+}
+
+// out[j] = Σ_i w[j, i]·ctx[i] over i in order for j < rows, 8 rows side by side.
+template <typename T, typename Widen>
+void row_expand(const T* w, int64_t ld, const float* ctx, int64_t cols, int64_t rows, Widen widen, float* out) {
+  constexpr int64_t J = 8;
+  int64_t j = 0;
+  for (; j + J <= rows; j += J) {
+    float acc[J] = {};
+    for (int64_t i = 0; i < cols; ++i)
+      for (int64_t k = 0; k < J; ++k) acc[k] += widen(w[(j + k) * ld + i]) * ctx[i];
+    for (int64_t k = 0; k < J; ++k) out[j + k] = acc[k];
+  }
+  for (; j < rows; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) acc += widen(w[j * ld + i]) * ctx[i];
+    out[j] = acc;
+  }
+}
+
 // softmax over n scores plus one extra logit (a learned sink) whose probability is dropped.
 void softmax_with_sink(float* x, int64_t n, float sink) {
   float m = sink;
@@ -206,6 +249,24 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], kv_b, k_row0 + i, qrow);
           for (int64_t i = 0; i < kvr; ++i) qT[i * kTile + r] = qrow[i];
           for (int64_t i = 0; i < rope; ++i) qT[(kvr + i) * kTile + r] = qh[nope + i];
+        }
+        if (R == 1) {
+          // One row (decode): its scores in lane 0 of the tile's layout (the other lanes copy it,
+          // so the tile softmax computes nothing undefined), its context, its value expansion.
+          row_scores(qrow, q + (t0 * nh + h) * qk + nope, lat, kpe, kvr, rope, n_hi, scale, sT, kTile);
+          for (int64_t p = 0; p < n_hi; ++p) std::fill(sT + p * kTile + 1, sT + (p + 1) * kTile, sT[p * kTile]);
+          tile_softmax(sT, n);
+          std::fill(ctx, ctx + kvr, 0.0f);
+          for (int64_t p0 = 0; p0 < n_hi; p0 += block)
+            context_rows(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
+          float* o = out + (t0 * nh + h) * vd;
+          if (kv_b.type == WeightType::BF16)
+            row_expand(static_cast<const uint16_t*>(kv_b.data) + v_row0 * kv_b.cols, kv_b.cols, ctx, kvr, vd,
+                       [](uint16_t x) { return bf16_to_f32(x); }, o);
+          else
+            row_expand(static_cast<const float*>(kv_b.data) + v_row0 * kv_b.cols, kv_b.cols, ctx, kvr, vd,
+                       [](float x) { return x; }, o);
+          continue;
         }
         // Scores: for each position, the tile's 16 dots side by side (lanes never mix); rows
         // that do not see a position get a score there that nothing reads.
