@@ -86,15 +86,8 @@ TensorList deepseek_tensors(const format::DeepSeekConfig& c, DeepSeekWeights* w)
 }
 
 store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c) {
-  store::ExpertBank b;
-  b.num_layers = c.num_layers;
-  if (c.num_experts == 0) return b;
-  b.num_experts = c.num_experts;
-  for (int l = 0; l < int(c.num_layers); ++l)
-    if (c.is_moe(l)) b.moe_layers.push_back(l);
-  add_per_expert_swiglu(b.layout, "model.layers.{L}.mlp.experts.{E}.", c.hidden_size, c.moe_intermediate_size,
-                        c.quant);
-  return b;
+  return per_expert_swiglu_bank(c.num_layers, c.num_experts, [&c](int l) { return c.is_moe(l); }, c.hidden_size,
+                                c.moe_intermediate_size, c.quant);
 }
 
 std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {

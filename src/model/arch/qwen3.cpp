@@ -51,15 +51,8 @@ TensorList qwen3_tensors(const format::Qwen3Config& c, Qwen3Weights* w) {
 }
 
 store::ExpertBank qwen3_expert_bank(const format::Qwen3Config& c) {
-  store::ExpertBank b;
-  b.num_layers = c.num_layers;
-  if (c.num_experts == 0) return b;
-  b.num_experts = c.num_experts;
-  for (int l = 0; l < int(c.num_layers); ++l)
-    if (c.sparse[size_t(l)]) b.moe_layers.push_back(l);
-  add_per_expert_swiglu(b.layout, "model.layers.{L}.mlp.experts.{E}.", c.hidden_size, c.moe_intermediate_size,
-                        c.quant);
-  return b;
+  return per_expert_swiglu_bank(c.num_layers, c.num_experts, [&c](int l) { return bool(c.sparse[size_t(l)]); },
+                                c.hidden_size, c.moe_intermediate_size, c.quant);
 }
 
 std::unique_ptr<Qwen3Model> Qwen3Model::load(const std::string& dir) { return load(LoadOptions{.dir = dir}); }

@@ -49,4 +49,16 @@ void add_per_expert_swiglu(store::ExpertLayout& layout, const std::string& prefi
   }
 }
 
+store::ExpertBank per_expert_swiglu_bank(int64_t layers, int64_t experts, const std::function<bool(int)>& is_moe,
+                                         int64_t hidden, int64_t inter, format::WeightQuant quant) {
+  store::ExpertBank b;
+  b.num_layers = layers;
+  if (experts == 0) return b;
+  b.num_experts = experts;
+  for (int l = 0; l < int(layers); ++l)
+    if (is_moe(l)) b.moe_layers.push_back(l);
+  add_per_expert_swiglu(b.layout, "model.layers.{L}.mlp.experts.{E}.", hidden, inter, quant);
+  return b;
+}
+
 }  // namespace sluice::model

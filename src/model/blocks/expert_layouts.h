@@ -5,6 +5,7 @@
 // and .weight_shape (I32 [2], the matrix's shape, checked against it) (Kimi-K2-Thinking).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "format/quantization.h"
@@ -17,5 +18,11 @@ namespace sluice::model {
 // "model.layers.{L}.mlp.experts.{E}.").
 void add_per_expert_swiglu(store::ExpertLayout& layout, const std::string& prefix, int64_t hidden, int64_t inter,
                            format::WeightQuant quant);
+
+// The bank of a model whose routed experts are released one tensor per expert and matrix under
+// "model.layers.{L}.mlp.experts.{E}." (Qwen3-MoE, DeepSeek-V3, Kimi-K2): `experts` per layer on the
+// layers `is_moe` picks out of `layers`; an empty bank when `experts` is 0 (a dense model).
+store::ExpertBank per_expert_swiglu_bank(int64_t layers, int64_t experts, const std::function<bool(int)>& is_moe,
+                                         int64_t hidden, int64_t inter, format::WeightQuant quant);
 
 }  // namespace sluice::model
