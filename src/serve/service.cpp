@@ -220,8 +220,15 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   if (shutting_down_) throw shutdown_error;
   const bool chat = req.api != Api::completion;
   const model::TargetInfo& info = engine_->info();
+  // A stream that has said nothing for heartbeat_ms while tokens are generated (the reply parser
+  // withholds a tool call until it ends; a random model can stay inside one) gets an SSE comment,
+  // which every client ignores. It keeps proxies from timing the stream out, and it is how a
+  // client that left is noticed once the response has begun: its end of stream alone looks like
+  // a half-close (connection_probe.h), a write to it is answered with a reset.
+  Clock::time_point last_write = Clock::now();
   ReplyWriter::Send send = [&](const std::string& event) {
     if (!write(event)) throw ClientGone{};
+    last_write = Clock::now();
   };
   ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
                    int64_t(req.prompt.size())};
@@ -290,6 +297,8 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
         add_content(stop.push(utf8.push(bytes)));
       }
       if (stop.hit()) throw StopSequenceHit{};
+      if (req.common.stream && Clock::now() - last_write >= std::chrono::milliseconds(opt_.heartbeat_ms))
+        send(": keep-alive\n\n");
     };
     runtime::GenerateResult r = session_->generate(req.prompt, go, on_token, on_step);
     if (r.stop_reason == "cancelled") {

@@ -48,6 +48,9 @@ struct ServeOptions {
   std::string chat_format;
   // GET /v1/telemetry streams open at once (each holds a connection); more are answered 429.
   size_t telemetry_streams = 4;
+  // A stream silent this long while it generates gets an SSE comment (Service::run; 0: after
+  // every token, for tests).
+  int64_t heartbeat_ms = 1000;
 };
 
 // The API a request came through (its parser and its response shape).

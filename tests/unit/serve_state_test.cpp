@@ -224,6 +224,58 @@ TEST_F(ServeTiny, ChatStreamMatchesJsonAndContinuationIsReused) {
   EXPECT_GT(two["usage"]["prompt_tokens"].get<int64_t>(), one["usage"]["prompt_tokens"].get<int64_t>());
 }
 
+// A stream that stays silent while it generates (a withheld tool call) gets an SSE comment every
+// heartbeat_ms; a client that left is noticed on it. With heartbeat_ms 0 a comment follows every
+// token: the stream minus its comments is the stream without them, and a comment the client no
+// longer takes ends the generation at once (ClientGone), after which the service is exact again.
+TEST_F(ServeTiny, SilentStreamsGetCommentsAndAGoneClientIsNoticedOnOne) {
+  auto completion_stream = [](int max_tokens) {
+    return Json{{"model", "tiny"}, {"prompt", "The quick brown fox"}, {"max_tokens", max_tokens}, {"temperature", 0},
+                {"ignore_eos", true}, {"stream", true}}.dump();
+  };
+  auto stream = [&](Service& s, int max_tokens) {
+    std::string events;
+    s.run(s.prepare_completion(completion_stream(max_tokens)), [&](const std::string& e) { events += e; return true; },
+          [] { return false; });
+    return events;
+  };
+  ServeOptions o;
+  o.engine.model_dir = dir_->str();
+  o.model_id = "tiny";
+  o.state_reuse = false;
+  Service quiet(o);
+  const std::string plain = stream(quiet, 8);
+  o.heartbeat_ms = 0;
+  Service chatty(o);
+  std::string with = stream(chatty, 8);
+  size_t comments = 0;
+  for (size_t pos = 0; (pos = with.find(": keep-alive\n\n", pos)) != std::string::npos;) {
+    with.erase(pos, 14);
+    ++comments;
+  }
+  EXPECT_EQ(comments, 8u);
+  // The ids and created times differ between the two services' replies; the text does not.
+  auto texts = [](const std::string& events) {
+    std::string text;
+    for (size_t pos = 0; (pos = events.find("data: {", pos)) != std::string::npos;) {
+      const size_t end = events.find("\n\n", pos);
+      const Json c = Json::parse(events.substr(pos + 6, end - pos - 6));
+      text += c["choices"][0].value("text", "");
+      pos = end;
+    }
+    return text;
+  };
+  EXPECT_EQ(texts(with), texts(plain));
+  EXPECT_EQ(with.substr(with.size() - 14), "data: [DONE]\n\n");
+  // The client is gone: its first comment fails, and no more tokens are generated for it.
+  int64_t writes = 0;
+  auto p = chatty.prepare_completion(completion_stream(64));
+  EXPECT_THROW(chatty.run(p, [&](const std::string& e) { ++writes; return e[0] != ':'; }, [] { return false; }),
+               ClientGone);
+  EXPECT_LE(writes, 3);  // at most the first token's chunk (and a role chunk) before the comment
+  EXPECT_EQ(texts(stream(chatty, 8)), texts(plain));
+}
+
 // The Anthropic route on the same service: a streamed reply's blocks equal the whole message's,
 // and a next turn that sends the reply back as thinking and text blocks continues the kept state
 // (reported as cache_read_input_tokens). The telemetry sample counts what was generated.

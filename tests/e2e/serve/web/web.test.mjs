@@ -1,7 +1,7 @@
 // The web chat in headless Chromium against `sluice serve` on a tiny random model whose experts
 // stream from two homes: key prompt, streamed replies through both routes, stats, the stop button,
 // and the live charts. Random weights make gibberish: the test checks behaviour, not meaning.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 
@@ -14,6 +14,8 @@ const browser = await chromium.launch({
   executablePath: process.env.SLUICE_CHROMIUM,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
 });
+// Closed however the tests end: an open browser keeps node (and the e2e test) running.
+after(() => browser.close());
 const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 const requests = [];
 page.on('request', (r) => requests.push(r.url()));
@@ -125,5 +127,4 @@ test('nothing came from anywhere but the server, and the page logged no errors',
   assert.deepEqual(problems, []);
   // The page's key lives in memory only.
   assert.equal(await page.evaluate(() => localStorage.length + sessionStorage.length + document.cookie.length), 0);
-  await browser.close();
 });
