@@ -154,11 +154,12 @@ class Chat {
     std::string line;
     for (;;) {
       if (g_quit) break;
+      const char* prompt = message.continuing() ? "... " : "> ";
       if (interactive_) {
-        std::fputs(message.continuing() ? "... " : "> ", stdout);
+        std::fputs(prompt, stdout);
         std::fflush(stdout);
       }
-      const LineReader::Status st = reader.read_line(line, g_stop);
+      const LineReader::Status st = reader.read_line(line, g_stop, interactive_ ? prompt : "");
       if (st == LineReader::Status::eof) {
         if (interactive_) std::fputs("\n", stdout);
         break;

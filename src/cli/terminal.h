@@ -5,27 +5,43 @@
 #include <atomic>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::cli {
 
 // ANSI styles on `fd`: it is a terminal and NO_COLOR is unset or empty (https://no-color.org).
 bool styles_allowed(int fd);
 
-// Reads lines from a file descriptor (the terminal in canonical mode: the kernel's own line
-// editing, erase and kill keys). Waits in poll() so that a signal handler's flag is seen within a
-// fraction of a second, whichever thread the signal landed on.
+// Reads lines from a file descriptor. Waits in poll() so that a signal handler's flag is seen
+// within a fraction of a second, whichever thread the signal landed on. On a terminal each line is
+// edited here, with the terminal out of canonical mode (and without echo) only while a line is
+// read: backspace (a whole UTF-8 character), Ctrl-U (the line), Ctrl-W (a word), Up and Down (the
+// lines entered before, newest first; Down past the newest gives back the line being typed),
+// Ctrl-D on an empty line (end of input); Ctrl-C still raises SIGINT (ISIG stays on). Elsewhere
+// (pipes, files) lines are read as they come.
 class LineReader {
  public:
-  explicit LineReader(int fd) : fd_(fd) {}
+  // `out`: where a terminal line's echo goes (the chat's stdout).
+  explicit LineReader(int fd, int out = 1) : fd_(fd), out_(out) {}
   enum class Status { line, eof, interrupted };
   // One line without its newline (a final line without one counts too); `interrupted` as soon as
-  // *flag reads true (the partial line is dropped, as the terminal drops it on Ctrl-C).
-  Status read_line(std::string& line, const std::atomic<bool>& flag);
+  // *flag reads true (the partial line is dropped). `prompt`: what the caller printed before the
+  // line, for redrawing it on a terminal.
+  Status read_line(std::string& line, const std::atomic<bool>& flag, std::string_view prompt = {});
+  // The lines entered on the terminal so far, oldest first (empty lines, and a line equal to the
+  // one before it, left out).
+  const std::vector<std::string>& history() const { return history_; }
 
  private:
-  int fd_;
+  Status read_cooked(std::string& line, const std::atomic<bool>& flag);
+  Status read_edited(std::string& line, const std::atomic<bool>& flag, std::string_view prompt);
+  // Waits for input and appends it to pending_; false at end of input.
+  bool fill(const std::atomic<bool>& flag);
+  void echo(std::string_view s) const;
+  int fd_, out_;
   std::string pending_;
   bool eof_ = false;
+  std::vector<std::string> history_;
 };
 
 // Lines into messages: a line ending in a backslash continues on the next (the backslash becomes

@@ -2,7 +2,8 @@
 # `sluice chat` on the default tiny model, driven in a real terminal under tmux (send-keys,
 # capture-pane): two turns (the second typed over two lines with a trailing backslash, continuing
 # from the first turn's state), /stats, /system, /save and the file it writes, /reset, Ctrl-C
-# during a long reply (the chat stays), Ctrl-C at the prompt, Ctrl-D and /quit; reasoning dimmed
+# during a long reply (the chat stays), Ctrl-C at the prompt, line editing (Up/Down through the
+# lines entered, Ctrl-U, backspace), Ctrl-D and /quit; reasoning dimmed
 # on the terminal and not under NO_COLOR or through a pipe; `sluice run`'s prefill progress drawn
 # in place on a terminal and cleared. Usage: chat_tmux.sh <sluice> <source-dir>
 set -euo pipefail
@@ -131,7 +132,8 @@ tm send-keys -t a C-d
 wait_for a "^chat exited: 0$"
 echo "ok   Ctrl-D leaves (exit 0)"
 
-# 2. Ctrl-C during a long reply stops it and the chat goes on; Ctrl-C at the prompt drops the line.
+# 2. Ctrl-C during a long reply stops it and the chat goes on; Ctrl-C at the prompt drops the line;
+# line editing and history.
 start_chat b --max-tokens 1000000
 tm send-keys -t b -l "Tell me a long story"
 tm send-keys -t b Enter
@@ -155,10 +157,30 @@ tm send-keys -t b C-c
 wait_prompt b
 say b "/help"
 pane b | grep -q "^  /save FILE" || fail "/help lacks /save"
-tm send-keys -t b -l "/quit"
+echo "ok   Ctrl-C at the prompt drops the line; /help"
+# Line editing: Up walks back through the lines entered (the dropped half line is not one of
+# them), Down returns, Ctrl-U clears, backspace erases.
+wait_line() {  # pane, the exact last line
+  for _ in $(seq 100); do
+    [ "$(last_line "$1")" = "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "$1: the last line is '$(last_line "$1")', not '$2'"
+}
+tm send-keys -t b Up
+wait_line b "> /help"
+tm send-keys -t b Up Up
+wait_line b "> Tell me a long story"
+tm send-keys -t b Down
+wait_line b "> /stats"
+tm send-keys -t b C-u
+wait_line b ">"
+tm send-keys -t b -l "/quix"
+tm send-keys -t b BSpace
+tm send-keys -t b -l "t"
 tm send-keys -t b Enter
 wait_for b "^chat exited: 0$"
-echo "ok   Ctrl-C at the prompt drops the line; /help; /quit leaves (exit 0)"
+echo "ok   Up/Down recall earlier lines, Ctrl-U clears, backspace erases; /quit leaves (exit 0)"
 
 # 3. NO_COLOR: no styles on the terminal; the reasoning is marked by a header instead.
 tm new-session -d -s c -x 160 -y 50 \
