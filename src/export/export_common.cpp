@@ -76,6 +76,28 @@ void rope_keys(Writer& w, const std::string& arch, const format::RopeParams& p, 
     w.add_f32(a + "rope.scaling.yarn_log_multiplier", float(0.1 * p.mscale_all_dim));
 }
 
+void tokenizer_keys_from_config(Writer& w, const std::string& arch, const std::string& model_dir, int64_t vocab_size,
+                                int32_t bos_token_id, const std::vector<int32_t>& eos_token_ids) {
+  tokenizer_keys(w, arch, model_dir, vocab_size, bos_token_id >= 0 ? std::optional<int32_t>(bos_token_id) : std::nullopt,
+                 eos_token_ids.empty() ? std::nullopt : std::optional<int32_t>(eos_token_ids[0]));
+}
+
+void gqa_moe_keys(Writer& w, const std::string& arch, const GqaMoeShape& s) {
+  const std::string a = arch + ".";
+  w.add_u32(a + "block_count", uint32_t(s.layers));
+  w.add_u32(a + "context_length", uint32_t(s.context));
+  w.add_u32(a + "embedding_length", uint32_t(s.hidden));
+  w.add_u32(a + "feed_forward_length", uint32_t(s.feed_forward));
+  w.add_u32(a + "attention.head_count", uint32_t(s.heads));
+  w.add_u32(a + "attention.head_count_kv", uint32_t(s.kv_heads));
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", s.rms_norm_eps);
+  w.add_u32(a + "expert_count", uint32_t(s.experts));
+  w.add_u32(a + "expert_used_count", uint32_t(s.experts_used));
+  w.add_u32(a + "attention.key_length", uint32_t(s.head_dim));
+  w.add_u32(a + "attention.value_length", uint32_t(s.head_dim));
+  w.add_u32(a + "expert_feed_forward_length", uint32_t(s.expert_feed_forward));
+}
+
 void tokenizer_keys(Writer& w, const std::string& arch, const std::string& model_dir, int64_t vocab_size,
                     std::optional<int32_t> config_bos, std::optional<int32_t> config_eos,
                     std::optional<int32_t> eos_first) {

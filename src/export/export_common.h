@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "export/export_gguf.h"
 #include "export/gguf_writer.h"
@@ -52,6 +53,20 @@ void rope_keys(Writer& w, const std::string& arch, const format::RopeParams& p, 
 void tokenizer_keys(Writer& w, const std::string& arch, const std::string& model_dir, int64_t vocab_size,
                     std::optional<int32_t> config_bos, std::optional<int32_t> config_eos,
                     std::optional<int32_t> eos_first = std::nullopt);
+
+// tokenizer_keys with config.json's ids as the Hugging Face configs give them: bos -1 when absent,
+// eos a list (the first is the one a GGUF carries).
+void tokenizer_keys_from_config(Writer& w, const std::string& arch, const std::string& model_dir, int64_t vocab_size,
+                                int32_t bos_token_id, const std::vector<int32_t>& eos_token_ids);
+
+// The keys llama.cpp's TextModel writes for a grouped-query MoE model (qwen3moe, gpt-oss):
+// block_count, context_length, embedding/feed_forward_length, head counts, the norm epsilon,
+// expert counts, key/value lengths, expert_feed_forward_length; RoPE keys are the caller's.
+struct GqaMoeShape {
+  int64_t layers, context, hidden, feed_forward, heads, kv_heads, head_dim, experts, experts_used, expert_feed_forward;
+  float rms_norm_eps;
+};
+void gqa_moe_keys(Writer& w, const std::string& arch, const GqaMoeShape& s);
 
 // Writes the file (FILE.tmp, fsync, rename) and returns its summary.
 ExportSummary write_file(const Writer& w, const std::string& arch, const std::string& out, const ExportOptions& opt);

@@ -100,9 +100,7 @@ ExportSummary export_deepseek2(const std::string& model_dir, const std::string& 
   }
   w.add_u32(a + "rope.dimension_count", uint32_t(c.qk_rope_head_dim));
 
-  auto config_id = [](int32_t id) { return id >= 0 ? std::optional<int32_t>(id) : std::nullopt; };
-  tokenizer_keys(w, arch, model_dir, c.vocab_size, config_id(c.bos_token_id),
-                 c.eos_token_ids.empty() ? std::nullopt : std::optional<int32_t>(c.eos_token_ids[0]));
+  tokenizer_keys_from_config(w, arch, model_dir, c.vocab_size, c.bos_token_id, c.eos_token_ids);
 
   TensorEmitter x(w, arch, opt.widen_to_f32);
   const int64_t H = c.hidden_size;

@@ -46,27 +46,25 @@ ExportSummary export_gpt_oss(const std::string& model_dir, const std::string& ou
 
   Writer w;
   general_keys(w, arch, model_dir, opt.widen_to_f32 ? kFileAllF32 : kFileMostlyMxfp4Moe);
-  w.add_u32(a + "block_count", uint32_t(c.num_layers));
-  w.add_u32(a + "context_length", uint32_t(format::get_int_or(root, "max_position_embeddings", 131072, "config.json")));
-  w.add_u32(a + "embedding_length", uint32_t(c.hidden_size));
-  w.add_u32(a + "feed_forward_length", uint32_t(c.intermediate_size));
-  w.add_u32(a + "attention.head_count", uint32_t(c.num_heads));
-  w.add_u32(a + "attention.head_count_kv", uint32_t(c.num_kv_heads));
+  gqa_moe_keys(w, arch,
+               {.layers = c.num_layers,
+                .context = format::get_int_or(root, "max_position_embeddings", 131072, "config.json"),
+                .hidden = c.hidden_size,
+                .feed_forward = c.intermediate_size,
+                .heads = c.num_heads,
+                .kv_heads = c.num_kv_heads,
+                .head_dim = c.head_dim,
+                .experts = c.num_experts,
+                .experts_used = c.experts_per_token,
+                .expert_feed_forward = c.intermediate_size,
+                .rms_norm_eps = c.rms_norm_eps});
   rope_keys(w, arch, c.rope, YarnScale::Plain, opt);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
-  w.add_u32(a + "expert_count", uint32_t(c.num_experts));
-  w.add_u32(a + "expert_used_count", uint32_t(c.experts_per_token));
-  w.add_u32(a + "attention.key_length", uint32_t(c.head_dim));
-  w.add_u32(a + "attention.value_length", uint32_t(c.head_dim));
   w.add_u32(a + "attention.sliding_window", uint32_t(c.sliding_window));
-  w.add_u32(a + "expert_feed_forward_length", uint32_t(c.intermediate_size));
   bool default_pattern = true;
   for (int64_t l = 0; l < c.num_layers; ++l) default_pattern &= c.sliding[size_t(l)] == (l % 2 == 0);
   if (!default_pattern) w.add_bool_array(a + "attention.sliding_window_pattern", c.sliding);
 
-  auto config_id = [](int32_t id) { return id >= 0 ? std::optional<int32_t>(id) : std::nullopt; };
-  tokenizer_keys(w, arch, model_dir, c.vocab_size, config_id(c.bos_token_id),
-                 c.eos_token_ids.empty() ? std::nullopt : std::optional<int32_t>(c.eos_token_ids[0]));
+  tokenizer_keys_from_config(w, arch, model_dir, c.vocab_size, c.bos_token_id, c.eos_token_ids);
 
   TensorEmitter x(w, arch, opt.widen_to_f32);
   const int64_t H = c.hidden_size;
