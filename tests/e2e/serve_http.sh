@@ -84,7 +84,7 @@ import json, sys
 raw = open(sys.argv[1]).read()
 events = raw.split("\n\n")
 assert events[-1] == "", "stream must end with a blank line"
-events = events[:-1]
+events = [e for e in events[:-1] if not e.startswith(":")]  # comments: a keep-alive on a slow machine
 assert all(e.startswith("data: ") and "\n" not in e for e in events), events
 assert events[-1] == "data: [DONE]"
 chunks = [json.loads(e[6:]) for e in events[:-1]]
@@ -172,7 +172,7 @@ curl -s -N -H 'x-api-key: sekret' -o "$work/msg_sse.txt" --data-binary \
   "$k3_url/v1/messages"
 python3 - "$work/msg_sse.txt" <<'PY' || fail "messages stream framing: $(head -c 600 "$work/msg_sse.txt")"
 import json, sys
-blocks = [b for b in open(sys.argv[1]).read().split("\n\n") if b]
+blocks = [b for b in open(sys.argv[1]).read().split("\n\n") if b and not b.startswith(":")]
 names = []
 for b in blocks:
     event, data = b.split("\n")

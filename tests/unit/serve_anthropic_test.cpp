@@ -157,6 +157,8 @@ TEST(ServeAnthropic, ThinkingAndToolChoicePerFormat) {
 }
 
 // Splits a stream of "event: X\ndata: {...}\n\n" into its events, checking the name is the type.
+// Comment blocks (": keep-alive", written when a stream is silent for a second) are skipped, as
+// every SSE client skips them.
 std::vector<Json> events_of(const std::string& text) {
   std::vector<Json> out;
   size_t pos = 0;
@@ -164,6 +166,10 @@ std::vector<Json> events_of(const std::string& text) {
     size_t end = text.find("\n\n", pos);
     EXPECT_NE(end, std::string::npos);
     std::string block = text.substr(pos, end - pos);
+    if (block.starts_with(':')) {
+      pos = end + 2;
+      continue;
+    }
     size_t nl = block.find('\n');
     EXPECT_EQ(block.substr(0, 7), "event: ");
     EXPECT_EQ(block.substr(nl + 1, 6), "data: ");

@@ -42,7 +42,7 @@ async function one(i, counts) {
   const chat = path.includes('chat');
   if (req.stream) {
     check(text.endsWith('data: [DONE]\n\n'), 'stream end', text);
-    const chunks = text.split('\n\n').filter((e) => e && e !== 'data: [DONE]').map((e) => JSON.parse(e.slice(6)));
+    const chunks = text.split('\n\n').filter((e) => e && e !== 'data: [DONE]' && !e.startsWith(':')).map((e) => JSON.parse(e.slice(6)));
     check(chunks.every((c) => c.object === (chat ? 'chat.completion.chunk' : 'text_completion')), 'chunk object', text);
     const finals = chunks.filter((c) => c.choices[0]?.finish_reason);
     check(finals.length === 1, 'one finish_reason', text);
