@@ -110,22 +110,11 @@ ExportSummary export_deepseek2(const std::string& model_dir, const std::string& 
     const model::MlaWeights& m = lw.attn;
     const std::string b = cat("blk.", l, ".");
     x.f32(b + "attn_norm.weight", {H}, lw.input_norm.host);
-    if (c.q_lora_rank > 0) {
-      x.matrix(b + "attn_q_a.weight", m.q_a);
-      x.f32(b + "attn_q_a_norm.weight", {c.q_lora_rank}, m.q_a_norm.host);
-      x.matrix(b + "attn_q_b.weight", m.q_b);
-    } else {
-      x.matrix(b + "attn_q.weight", m.q);
-    }
-    x.matrix(b + "attn_kv_a_mqa.weight", m.kv_a);
-    x.f32(b + "attn_kv_a_norm.weight", {c.kv_lora_rank}, m.kv_a_norm.host);
-    x.kv_b(b, m.kv_b, c.num_heads, c.qk_nope_head_dim, c.v_head_dim);
+    x.mla_projections(b, m, c.q_lora_rank, c.kv_lora_rank, c.num_heads, c.qk_nope_head_dim, c.v_head_dim);
     x.matrix(b + "attn_output.weight", m.o);
     x.f32(b + "ffn_norm.weight", {H}, lw.post_norm.host);
     if (!c.is_moe(l)) {
-      x.matrix(b + "ffn_gate.weight", lw.dense.gate);
-      x.matrix(b + "ffn_up.weight", lw.dense.up);
-      x.matrix(b + "ffn_down.weight", lw.dense.down);
+      x.swiglu(b, lw.dense);
       continue;
     }
     const model::MoeWeights& e = lw.moe;
@@ -135,9 +124,7 @@ ExportSummary export_deepseek2(const std::string& model_dir, const std::string& 
     x.experts(b + "ffn_gate_exps.weight", views, store::ExpertSlot::Gate);
     x.experts(b + "ffn_up_exps.weight", views, store::ExpertSlot::Up);
     x.experts(b + "ffn_down_exps.weight", views, store::ExpertSlot::Down);
-    x.matrix(b + "ffn_gate_shexp.weight", e.shared.gate);
-    x.matrix(b + "ffn_up_shexp.weight", e.shared.up);
-    x.matrix(b + "ffn_down_shexp.weight", e.shared.down);
+    x.swiglu(b, e.shared, "_shexp");
   }
   x.f32("output_norm.weight", {H}, W.final_norm.host);
   if (!c.tie_word_embeddings) x.matrix("output.weight", W.lm_head);  // tied: llama.cpp uses token_embd

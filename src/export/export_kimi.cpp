@@ -196,23 +196,12 @@ ExportSummary export_kimi(const std::string& model_dir, const nlohmann::json& ro
       x.matrix(b + "attn_output.weight", k.o);
     } else {
       const model::MlaWeights& m = lw.mla;
-      if (c.q_lora_rank > 0) {
-        x.matrix(b + "attn_q_a.weight", m.q_a);
-        x.f32(b + "attn_q_a_norm.weight", {c.q_lora_rank}, m.q_a_norm.host);
-        x.matrix(b + "attn_q_b.weight", m.q_b);
-      } else {
-        x.matrix(b + "attn_q.weight", m.q);
-      }
-      x.matrix(b + "attn_kv_a_mqa.weight", m.kv_a);
-      x.f32(b + "attn_kv_a_norm.weight", {c.kv_lora_rank}, m.kv_a_norm.host);
-      x.kv_b(b, m.kv_b, c.num_heads, c.qk_nope_head_dim, c.v_head_dim);
+      x.mla_projections(b, m, c.q_lora_rank, c.kv_lora_rank, c.num_heads, c.qk_nope_head_dim, c.v_head_dim);
       if (c.mla_output_gate) x.matrix(b + "attn_gate.weight", m.g);
       x.matrix(b + "attn_output.weight", m.o);
     }
     if (lw.mlp_kind == MlpKind::Dense) {
-      x.matrix(b + "ffn_gate.weight", lw.dense.gate);
-      x.matrix(b + "ffn_up.weight", lw.dense.up);
-      x.matrix(b + "ffn_down.weight", lw.dense.down);
+      x.swiglu(b, lw.dense);
     } else {
       const model::MoeWeights& m = lw.moe;
       x.matrix_f32(b + "ffn_gate_inp.weight", m.router);
@@ -226,11 +215,7 @@ ExportSummary export_kimi(const std::string& model_dir, const nlohmann::json& ro
         x.matrix(b + "ffn_routed_up.weight", m.latent_up);
         if (c.latent_moe_norm) x.f32(b + "ffn_routed_norm.weight", {c.routed_expert_hidden_size}, m.latent_norm.host);
       }
-      if (m.has_shared) {
-        x.matrix(b + "ffn_gate_shexp.weight", m.shared.gate);
-        x.matrix(b + "ffn_up_shexp.weight", m.shared.up);
-        x.matrix(b + "ffn_down_shexp.weight", m.shared.down);
-      }
+      if (m.has_shared) x.swiglu(b, m.shared, "_shexp");
     }
   }
   return write_file(w, arch, out, opt);

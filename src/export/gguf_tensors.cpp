@@ -160,6 +160,26 @@ void TensorEmitter::f32(const std::string& name, std::vector<int64_t> ne, std::v
   w_.add_tensor(name, std::move(ne), TensorType::F32, [v](Sink& s) { s.write(v->data(), v->size() * 4); });
 }
 
+void TensorEmitter::mla_projections(const std::string& blk, const model::MlaWeights& m, int64_t q_lora_rank,
+                                    int64_t kv_lora_rank, int64_t heads, int64_t nope, int64_t v_dim) {
+  if (q_lora_rank > 0) {
+    matrix(blk + "attn_q_a.weight", m.q_a);
+    f32(blk + "attn_q_a_norm.weight", {q_lora_rank}, m.q_a_norm.host);
+    matrix(blk + "attn_q_b.weight", m.q_b);
+  } else {
+    matrix(blk + "attn_q.weight", m.q);
+  }
+  matrix(blk + "attn_kv_a_mqa.weight", m.kv_a);
+  f32(blk + "attn_kv_a_norm.weight", {kv_lora_rank}, m.kv_a_norm.host);
+  kv_b(blk, m.kv_b, heads, nope, v_dim);
+}
+
+void TensorEmitter::swiglu(const std::string& blk, const model::MlpWeights& m, const std::string& suffix) {
+  matrix(blk + "ffn_gate" + suffix + ".weight", m.gate);
+  matrix(blk + "ffn_up" + suffix + ".weight", m.up);
+  matrix(blk + "ffn_down" + suffix + ".weight", m.down);
+}
+
 void TensorEmitter::kv_b(const std::string& blk, const Weight& m, int64_t H, int64_t Dn, int64_t Dv) {
   const int64_t R = m.cols;
   SLUICE_CHECK(m.rows == H * (Dn + Dv), blk, "kv_b: ", m.rows, " rows, heads x (nope + v_dim) is ", H * (Dn + Dv));

@@ -14,6 +14,8 @@
 #include "export/gguf_writer.h"
 #include "format/safetensors.h"
 #include "kernels/weight.h"
+#include "model/blocks/mla.h"
+#include "model/blocks/mlp.h"
 #include "store/expert_bank.h"
 
 namespace sluice::gguf {
@@ -43,6 +45,14 @@ class TensorEmitter {
   // "attn_k_b.weight" (numpy [heads, rank, nope], the nope rows transposed) and "attn_v_b.weight"
   // ([heads, v_dim, rank]).
   void kv_b(const std::string& blk, const kernels::Weight& m, int64_t heads, int64_t nope, int64_t v_dim);
+  // An MLA layer's projections up to the attention, as deepseek2 and kimi's MLA layers name them:
+  // attn_q_a, attn_q_a_norm and attn_q_b (attn_q without a q LoRA), attn_kv_a_mqa, attn_kv_a_norm,
+  // and kv_b split as above (the output gate and attn_output are the caller's).
+  void mla_projections(const std::string& blk, const model::MlaWeights& m, int64_t q_lora_rank, int64_t kv_lora_rank,
+                       int64_t heads, int64_t nope, int64_t v_dim);
+  // A SwiGLU MLP: blk + ffn_gate / ffn_up / ffn_down + suffix + ".weight" ("" for a dense layer,
+  // "_shexp" for shared experts), in that order.
+  void swiglu(const std::string& blk, const model::MlpWeights& m, const std::string& suffix = "");
 
   // One layer's routed experts, stacked: ne {cols, rows, experts}, expert e's rows first, first +
   // step, ... of views[e]'s `slot` matrix (step 2 takes gpt-oss's interleaved gate or up rows apart).
