@@ -100,28 +100,32 @@ json prepared_facts(const std::string& dir, const store::ExpertBank& bank) {
 
 }  // namespace
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (b >= 1000 && u < 5) {
-    b /= 1000;
+namespace {
+
+// v in steps of 1000 up to the last unit, three significant digits once scaled (whole below the
+// first step); each unit carries its own leading space.
+template <size_t N>
+std::string scaled(double v, const char* const (&units)[N]) {
+  size_t u = 0;
+  while (v >= 1000 && u + 1 < N) {
+    v /= 1000;
     ++u;
   }
   char out[32];
-  std::snprintf(out, sizeof out, u == 0 ? "%.0f %s" : b < 10 ? "%.2f %s" : b < 100 ? "%.1f %s" : "%.0f %s", b, units[u]);
+  std::snprintf(out, sizeof out, u == 0 ? "%.0f%s" : v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[u]);
   return out;
 }
 
+}  // namespace
+
+std::string human_bytes(double b) {
+  static const char* const units[] = {" B", " kB", " MB", " GB", " TB", " PB"};
+  return scaled(b, units);
+}
+
 std::string human_count(double n) {
-  const char* units[] = {"", " K", " M", " B", " T"};
-  int u = 0;
-  while (n >= 1000 && u < 4) {
-    n /= 1000;
-    ++u;
-  }
-  char out[32];
-  std::snprintf(out, sizeof out, u == 0 ? "%.0f%s" : n < 10 ? "%.2f%s" : n < 100 ? "%.1f%s" : "%.0f%s", n, units[u]);
-  return out;
+  static const char* const units[] = {"", " K", " M", " B", " T"};
+  return scaled(n, units);
 }
 
 json model_facts(const std::string& dir) {
