@@ -23,7 +23,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "fuzz_b64.h"
+#include "fuzz_chat.h"
 #include "serve/anthropic_reply.h"
 #include "serve/anthropic_request.h"
 #include "tokenizer/chat.h"
@@ -37,33 +37,13 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-// Every single byte as a rank, and the specials of every chat format.
-std::unique_ptr<Tokenizer> make_tokenizer() {
-  std::string ranks;
-  for (int b = 0; b < 256; ++b) ranks += fuzz::b64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
-  TiktokenOptions opt;
-  int32_t id = 256;
-  for (const char* s : {"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>", "<|im_start|>", "<|im_end|>", "<think>",
-                        "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-                        "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
-                        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                        "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
-                        "<｜tool▁output▁end｜>", "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
-                        "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                        "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|start|>", "<|channel|>",
-                        "<|constrain|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"})
-    opt.specials.push_back({id++, s, true});
-  return load_tiktoken_bytes(ranks, "fuzz-chat.tiktoken", opt);
-}
-
 void check_error(const serve::ApiError& e) {
   check(e.status >= 400 && e.status < 500 && !e.message.empty());
   (void)serve::anthropic_error_body(e).dump();
 }
 
 void render(const Tokenizer& tok, const serve::MessagesRequest& r) {
-  for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3, ChatFormat::deepseek_v3, ChatFormat::deepseek_v3_0324,
-                       ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking, ChatFormat::gpt_oss}) {
+  for (ChatFormat f : fuzz::kChatFormats) {
     ChatOptions o;
     try {
       o = serve::messages_chat_options(f, r);
@@ -83,7 +63,7 @@ void render(const Tokenizer& tok, const serve::MessagesRequest& r) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> tok = make_tokenizer();
+  static const std::unique_ptr<Tokenizer> tok = fuzz::chat_tokenizer();
   const std::string body(reinterpret_cast<const char*>(data), size);
   check(serve::tool_use_input(body).is_object());
   serve::RequestLimits limits;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "fuzz_chat.h"
 #include "serve/chat_options.h"
 #include "serve/openai_request.h"
 #include "tokenizer/chat.h"
@@ -35,39 +36,10 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-std::string b64_byte(int b) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out += a[(b >> 2) & 63];
-  out += a[(b & 3) << 4];
-  out += "==";
-  return out;
-}
-
-// Every single byte as a rank, and the specials of every chat format.
-std::unique_ptr<Tokenizer> make_tokenizer() {
-  std::string ranks;
-  for (int b = 0; b < 256; ++b) ranks += b64_byte(b) + " " + std::to_string(b) + "\n";
-  TiktokenOptions opt;
-  int32_t id = 256;
-  for (const char* s : {"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>", "<|im_start|>", "<|im_end|>", "<think>",
-                        "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-                        "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
-                        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                        "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
-                        "<｜tool▁output▁end｜>", "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
-                        "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                        "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|start|>", "<|channel|>",
-                        "<|constrain|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"})
-    opt.specials.push_back({id++, s, true});
-  return load_tiktoken_bytes(ranks, "fuzz-chat.tiktoken", opt);
-}
-
 // Every chat format, with the options and argument forms serve/service.cpp derives from the request
 // (a format that refuses the request's fields is skipped, as the server answers 400).
 void render(const Tokenizer& tok, const serve::ChatRequest& c) {
-  for (ChatFormat f : {ChatFormat::kimi_k3, ChatFormat::qwen3, ChatFormat::deepseek_v3, ChatFormat::deepseek_v3_0324,
-                       ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking, ChatFormat::gpt_oss}) {
+  for (ChatFormat f : fuzz::kChatFormats) {
     ChatOptions o;
     try {
       o = serve::chat_options_for(f, c);
@@ -92,7 +64,7 @@ void check_error(const serve::ApiError& e) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> tok = make_tokenizer();
+  static const std::unique_ptr<Tokenizer> tok = fuzz::chat_tokenizer();
   const std::string body(reinterpret_cast<const char*>(data), size);
   serve::RequestLimits limits;
   limits.model_id = "fuzz";

@@ -322,19 +322,6 @@ TEST(ExportGguf, KimiLinearLayout) {
   EXPECT_EQ(g.tensors.size(), want);
 }
 
-void expect_refused(const std::string& dir, const TempDir& tmp, const std::string& what) {
-  const std::string out = tmp / "x.gguf";
-  try {
-    gguf::export_gguf(dir, out);
-    ADD_FAILURE() << "exported " << dir;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".tmp"));
-}
-
 TEST(ExportGguf, RefusesWhatLlamaCppCannotExpress) {
   TempDir tmp("gguf");
   model::TinySpec grouped = linear_spec();

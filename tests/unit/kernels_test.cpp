@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -264,18 +265,24 @@ TEST(KernelMatmul, DenseMatchesScalarOnOddSizes) {
   }
 }
 
-TEST(KernelMatmul, Mxfp4MatchesScalarOnOddSizes) {
-  std::mt19937_64 rng(test_seed() + 1);
-  const int64_t cols_list[] = {32, 64, 96, 160, 480, 512, 544, 1056};
+// Every SIMD ISA against scalar for `type` at each of `cols_list`, three times with row and vector
+// counts drawn around the tiles.
+void expect_odd_sizes_match_scalar(WeightType type, std::span<const int64_t> cols_list, std::mt19937_64& rng) {
   const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 9, 13};
   const int64_t n_list[] = {1, 2, 3, 4, 5, 7, 9};
   for (const Isa* isa : simd_isas()) {
     for (int64_t cols : cols_list) {
       std::uniform_int_distribution<size_t> pick_rows(0, std::size(rows_list) - 1), pick_n(0, std::size(n_list) - 1);
       for (int rep = 0; rep < 3; ++rep)
-        expect_matches_scalar(*isa, WeightType::MXFP4, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
+        expect_matches_scalar(*isa, type, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
     }
   }
+}
+
+TEST(KernelMatmul, Mxfp4MatchesScalarOnOddSizes) {
+  std::mt19937_64 rng(test_seed() + 1);
+  const int64_t cols_list[] = {32, 64, 96, 160, 480, 512, 544, 1056};
+  expect_odd_sizes_match_scalar(WeightType::MXFP4, cols_list, rng);
 }
 
 // FP8 with 128x128 block scales, partial edge blocks included (DeepSeek-V3's kv_a_proj_with_mqa
@@ -306,15 +313,7 @@ TEST(KernelMatmul, Fp8MatchesTheDequantizedProduct) {
 TEST(KernelMatmul, Int4MatchesScalarOnOddSizes) {
   std::mt19937_64 rng(test_seed() + 11);
   const int64_t cols_list[] = {32, 64, 96, 160, 480, 544, 1056};
-  const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 9, 13};
-  const int64_t n_list[] = {1, 2, 3, 4, 5, 7, 9};
-  for (const Isa* isa : simd_isas()) {
-    for (int64_t cols : cols_list) {
-      std::uniform_int_distribution<size_t> pick_rows(0, std::size(rows_list) - 1), pick_n(0, std::size(n_list) - 1);
-      for (int rep = 0; rep < 3; ++rep)
-        expect_matches_scalar(*isa, WeightType::INT4_G32, rows_list[pick_rows(rng)], cols, n_list[pick_n(rng)], rng);
-    }
-  }
+  expect_odd_sizes_match_scalar(WeightType::INT4_G32, cols_list, rng);
 }
 
 // Every ISA, scalar included, within the sum-order bound of the dequantize-then-multiply product
