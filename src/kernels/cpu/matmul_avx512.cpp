@@ -127,7 +127,10 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // with the FMAs; of the decodes we measured (vpermps per 16 weights with the table pre-scaled,
 // vpermps per 16 on 64-byte loads, vpermw per 32) this one costs least, about 4 cycles per
 // block and row at n = 1 against about 2.5 for the FMAs alone, so n = 1 is bound by the core,
-// not by memory, on one Zen 4 core.
+// not by memory. One vector (decode) goes nibble position by nibble position across four rows,
+// so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.66-0.73 of the
+// read floor on one Zen 5 core, same bits). With n > 1 the 10 FMA-pipe operations per chunk and
+// vector bound the tile: n = 8 costs about 4x n = 1, whatever the decode costs.
 constexpr int64_t kChunkCols = 128;
 constexpr int64_t kChunkBlocks = kChunkCols / 32;
 
@@ -236,32 +239,96 @@ void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, cons
   for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
 }
 
+// One vector, R rows: the same per-(row, vector) sequence as mxfp4_tile<R, 1> (so the same bits),
+// nibble position by nibble position across the rows, so each pair of activation vectors is
+// loaded once for all R rows instead of once per row.
 template <int R>
+void mxfp4_tile_one(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, float* y) {
+  const int64_t blocks = cols / 32, row_bytes = cols / 2;
+  const __m512i table = _mm512_load_si512(kE2M1Bf16x2);
+  const __m512i high_word = _mm512_set1_epi32(int32_t(0xffff0000u));
+  __m512 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; b += kChunkBlocks) {
+    const int64_t valid_blocks = std::min<int64_t>(kChunkBlocks, blocks - b);
+    const __mmask64 valid_bytes =
+        valid_blocks == kChunkBlocks ? ~__mmask64(0) : (__mmask64(1) << (valid_blocks * 16)) - 1;
+    const float* xq = xp + b * 32;
+    __m512i raw[R];
+    __m512 even[R], odd[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* src = packed + r * row_bytes + b * 16;
+      prefetch_ahead(src + R * row_bytes);
+      if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
+      raw[r] = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(valid_bytes, src);
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      const __m512 x0 = _mm512_load_ps(xq + 32 * s), x1 = _mm512_load_ps(xq + 32 * s + 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i idx = s == 0 ? raw[r] : _mm512_srli_epi16(raw[r], unsigned(4 * s));
+        const __m512i pairs = _mm512_permutexvar_epi16(idx, table);
+        const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+        const __m512 w1 = _mm512_castsi512_ps(_mm512_and_si512(pairs, high_word));
+        if (s == 0) {
+          even[r] = _mm512_mul_ps(w0, x0);
+          odd[r] = _mm512_mul_ps(w1, x1);
+        } else {
+          even[r] = _mm512_fmadd_ps(w0, x0, even[r]);
+          odd[r] = _mm512_fmadd_ps(w1, x1, odd[r]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_add_ps(even[r], odd[r]), chunk_scales(scales + r * blocks + b, valid_blocks),
+                               acc[r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[r] = reduce16(acc[r]);
+}
+
+// Vectors [i, n) in tiles of VT, the last one of n - i < VT.
+template <int R, int VT>
+void mxfp4_vectors(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols,
+                   int64_t n, float* y, int64_t ldy) {
+  int64_t i = 0;
+  for (; i + VT <= n; i += VT) mxfp4_tile<R, VT>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy);
+  if constexpr (VT > 1) {
+    if (n - i > 0) mxfp4_vectors<R, VT - 1>(packed, scales, cols, xp + i * pcols, pcols, n - i, y + i * ldy, ldy);
+  }
+}
+
+template <int R, int VT>
 void mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, int64_t n,
                 float* y, int64_t ldy) {
-  int64_t i = 0;
-  for (; i + kVecTile <= n; i += kVecTile)
-    mxfp4_tile<R, kVecTile>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy);
-  switch (n - i) {
-    case 3: mxfp4_tile<R, 3>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
-    case 2: mxfp4_tile<R, 2>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
-    case 1: mxfp4_tile<R, 1>(packed, scales, cols, xp + i * pcols, pcols, y + i * ldy, ldy); break;
-    default: break;
-  }
+  if (n == 1) mxfp4_tile_one<R>(packed, scales, cols, xp, y);
+  else mxfp4_vectors<R, VT>(packed, scales, cols, xp, pcols, n, y, ldy);
+}
+
+template <int R, int VT>
+void mxfp4_row_range(const Weight& w, const float* xp, int64_t pcols, int64_t n, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
+  const int64_t cols = w.cols, blocks = cols / 32;
+  const uint8_t* P = static_cast<const uint8_t*>(w.data);
+  const uint8_t* S = static_cast<const uint8_t*>(w.scales);
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) mxfp4_rows<R, VT>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  for (; r < r1; ++r) mxfp4_rows<1, VT>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
 }
 
 void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                          int64_t r1) {
-  const int64_t cols = w.cols, blocks = cols / 32, pcols = padded_cols(cols);
+  const int64_t cols = w.cols, pcols = padded_cols(cols);
   thread_local FloatBuffer scratch;
   float* xp = scratch.resize(size_t(n * pcols));
   for (int64_t i = 0; i < n; ++i) permute_activations(x + i * ldx, cols, xp + i * pcols);
-
-  const uint8_t* P = static_cast<const uint8_t*>(w.data);
-  int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile)
-    mxfp4_rows<kRowTile>(P + r * (cols / 2), static_cast<const uint8_t*>(w.scales) + r * blocks, cols, xp, pcols, n, y + r, ldy);
-  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), static_cast<const uint8_t*>(w.scales) + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  // Tiles of 4 rows: 4 vectors at a time (fewer rows or more vectors per tile measured slower: the
+  // products are bound by the FMA pipes once n > 1), one vector nibble position by nibble position.
+  mxfp4_row_range<kRowTile, kVecTile>(w, xp, pcols, n, y, ldy, r0, r1);
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".
