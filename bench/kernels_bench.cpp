@@ -106,6 +106,8 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
     w.cols = cols;
     w.data = d;
     w.scales = scale_bytes > 0 ? static_cast<const void*>(set.scales.back().get()) : nullptr;
+    // Checked once, as the loaders check resident FP8 weights (weight.h: fp8_finite).
+    if (type == WeightType::FP8_E4M3) w.fp8_finite = !sluice::kernels::fp8_has_nan_code(d, data_bytes);
     set.copies.push_back(w);
   }
   return set;

@@ -41,6 +41,21 @@ inline void int4_group_values(uint16_t scale_bf16, float out[16]) {
   for (int code = 0; code < 16; ++code) out[code] = bf16_to_f32(f32_to_bf16(float(code - 8) * s));
 }
 
+// Whether `count` e4m3 bytes hold a NaN code (0x7f or 0xff): eight bytes at a time, (b & 0x7f) + 1
+// carries into bit 7 of its own byte only for 0x7f.
+inline bool fp8_has_nan_code(const uint8_t* p, size_t count) {
+  constexpr uint64_t low7 = 0x7f7f7f7f7f7f7f7full, ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+  uint64_t hit = 0;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    uint64_t v;
+    __builtin_memcpy(&v, p + i, 8);
+    hit |= ((v & low7) + ones) & high;
+  }
+  for (; i < count; ++i) hit |= ((p[i] & 0x7fu) == 0x7fu);
+  return hit != 0;
+}
+
 // A [rows, cols] weight stored row-major as in PyTorch ([out, in]).
 struct Weight {
   WeightType type = WeightType::F32;
@@ -55,6 +70,10 @@ struct Weight {
   const void* bias = nullptr;
   DType bias_type = DType::F32;
   Place place = Place::Host;
+  // FP8_E4M3: whoever made the view checked that data holds no NaN code (0x7f, 0xff; valid
+  // checkpoints never do), so the SIMD products skip the per-block scan that otherwise finds them
+  // (a NaN code makes its row NaN, as in the scalar kernel). Same bits either way when unset.
+  bool fp8_finite = false;
 
   bool empty() const { return data == nullptr; }
 };

@@ -190,6 +190,7 @@ kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& na
   } else if (t.dtype == DType::F8_E4M3) {
     w.type = kernels::WeightType::FP8_E4M3;
     w.scales = fp8_block_scales(ts, name, rows, cols);
+    w.fp8_finite = !kernels::fp8_has_nan_code(reinterpret_cast<const uint8_t*>(t.data), size_t(rows * cols));
   } else {
     fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16, F32 or F8_E4M3");
   }

@@ -33,6 +33,11 @@ ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet
       auto seg = expert_segments(bank, ts, l, e);
       bank.layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", l));
       kernels::ExpertView v = bank.layout.views(seg);
+      // Resident views are made once: check their FP8 codes once here (streamed records are not
+      // checked per read, so their products keep the kernels' scan).
+      for (kernels::Weight* w : {&v.gate, &v.up, &v.down})
+        if (w->type == kernels::WeightType::FP8_E4M3 && !w->empty())
+          w->fp8_finite = !kernels::fp8_has_nan_code(static_cast<const uint8_t*>(w->data), size_t(w->rows * w->cols));
       if (keep) {
         v.gate = keep_on->keep(v.gate);
         if (!v.up.empty()) v.up = keep_on->keep(v.up);

@@ -449,6 +449,45 @@ TEST(KernelFp8, EveryCodeAndNanRowsOnEveryIsa) {
   }
 }
 
+// fp8_has_nan_code finds 0x7f and 0xff at every position (word-wise body and byte tail) and
+// nothing else.
+TEST(KernelFp8, NanCodeScanFindsExactlyTheNanCodes) {
+  std::vector<uint8_t> all;
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7f) != 0x7f) all.push_back(uint8_t(b));
+  EXPECT_FALSE(fp8_has_nan_code(all.data(), all.size()));
+  for (uint8_t nan : {uint8_t(0x7f), uint8_t(0xff)})
+    for (size_t len : {size_t(1), size_t(7), size_t(8), size_t(21)})
+      for (size_t at = 0; at < len; ++at) {
+        std::vector<uint8_t> v(len, 0x7e);
+        v[at] = nan;
+        EXPECT_TRUE(fp8_has_nan_code(v.data(), len)) << "code " << int(nan) << " at " << at << " of " << len;
+        EXPECT_FALSE(fp8_has_nan_code(v.data(), at)) << "before " << at;
+      }
+}
+
+// A weight marked fp8_finite (checked once by its loader) skips the kernels' NaN scan and gives the
+// same bits as the unmarked weight on every ISA, one vector and several, partial blocks included.
+TEST(KernelFp8, CheckedWeightsGiveTheUncheckedBits) {
+  std::mt19937_64 rng(test_seed() + 21);
+  const int64_t shapes[][2] = {{9, 300}, {576, 260}, {130, 1024}};
+  for (const Isa* isa : available_isas()) {
+    for (const auto& sh : shapes) {
+      TestWeight t = random_weight(WeightType::FP8_E4M3, sh[0], sh[1], rng);
+      ASSERT_FALSE(fp8_has_nan_code(static_cast<const uint8_t*>(t.w.data), size_t(sh[0] * sh[1])));
+      Weight checked = t.w;
+      checked.fp8_finite = true;
+      for (int64_t n : {1, 2, 3}) {
+        std::vector<float> x = random_vectors(n * sh[1], rng), a(size_t(n * sh[0])), b(a.size());
+        linear_on(*isa, t.w, x.data(), n, a.data());
+        linear_on(*isa, checked, x.data(), n, b.data());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+            << isa->name << " rows " << sh[0] << " cols " << sh[1] << " n " << n;
+      }
+    }
+  }
+}
+
 // The K3 routed-expert shapes themselves (gate/up [3072, 3584], down [3584, 3072]).
 TEST(KernelMatmul, MatchesScalarOnK3ExpertShapes) {
   std::mt19937_64 rng(test_seed() + 2);

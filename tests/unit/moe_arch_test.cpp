@@ -15,12 +15,14 @@
 #include "format/safetensors.h"
 #include "golden_util.h"
 #include "model/registry.h"
+#include "model/tensor_list.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/speculate/drafter.h"
 #include "runtime/speculate/model_drafter.h"
 #include "store/prepare.h"
+#include "store/resident_experts.h"
 
 namespace sluice {
 namespace {
@@ -234,6 +236,53 @@ TEST(MoeArchRefusals, BadFp8CheckpointsNameTheTensor) {
     EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
     for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
   }
+}
+
+// The loaders mark FP8 weights whose codes they checked (kernels skip their NaN scan for them): a
+// released-format weight is marked; one NaN code leaves that weight unmarked, so its rows still
+// come out NaN as the scalar kernel's, and its neighbours marked.
+TEST(MoeArchFp8, LoadersMarkCheckedWeightsOnly) {
+  const std::string o = "model.layers.0.self_attn.o_proj.weight", q = "model.layers.0.self_attn.q_a_proj.weight";
+  testing::TempDir tmp("fp8-nan");
+  const std::string d = tmp / "m";
+  fs::copy(fixture_dir("deepseek_v3_a"), d, fs::copy_options::recursive);
+  {
+    format::TensorSet ts = format::TensorSet::open_dir(d);
+    const auto& t = ts.get(o);
+    ASSERT_EQ(t.dtype, DType::F8_E4M3);
+    EXPECT_TRUE(model::weight_matrix(ts, o, t.shape[0], t.shape[1]).fp8_finite);
+  }
+  rewrite_tensors(d, [&](std::vector<format::TensorToWrite>& ts) {
+    for (auto& t : ts)
+      if (t.name == o) t.bytes[t.bytes.size() / 2] = std::byte{0xff};
+  });
+  format::TensorSet ts = format::TensorSet::open_dir(d);
+  const auto& t = ts.get(o);
+  EXPECT_FALSE(model::weight_matrix(ts, o, t.shape[0], t.shape[1]).fp8_finite);
+  ASSERT_EQ(ts.get(q).dtype, DType::F8_E4M3);
+  EXPECT_TRUE(model::weight_matrix(ts, q, ts.get(q).shape[0], ts.get(q).shape[1]).fp8_finite);
+
+  // Resident routed experts: the same, per matrix.
+  const std::string up = "model.layers.1.mlp.experts.3.up_proj.weight";
+  rewrite_tensors(d, [&](std::vector<format::TensorToWrite>& ts) {
+    for (auto& t : ts)
+      if (t.name == up) t.bytes[1] = std::byte{0x7f};
+  });
+  format::TensorSet ts2 = format::TensorSet::open_dir(d);
+  const store::ExpertBank bank = model::expert_bank_of(d);
+  store::ResidentExperts resident(bank, ts2);
+  int marked = 0;
+  for (int e = 0; e < int(bank.num_experts); ++e) {
+    const int32_t id = e;
+    resident.begin(1, std::span<const int32_t>(&id, 1));
+    kernels::ExpertView v;
+    ASSERT_EQ(resident.next_ready(&v), 0);
+    ASSERT_EQ(v.up.type, kernels::WeightType::FP8_E4M3);
+    EXPECT_EQ(v.up.fp8_finite, e != 3) << "expert " << e;
+    EXPECT_TRUE(v.gate.fp8_finite && v.down.fp8_finite) << "expert " << e;
+    marked += v.up.fp8_finite;
+  }
+  EXPECT_EQ(marked, int(bank.num_experts) - 1);
 }
 
 // Kimi-K2-Thinking's INT4 experts: a tensor that disagrees with the scheme is refused naming it.

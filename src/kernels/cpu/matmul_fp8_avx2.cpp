@@ -1,7 +1,8 @@
 // AVX2 + FMA product of FP8 e4m3 weights with F32 128x128 block scales and fp32 activations: the
 // fallback for CPUs without AVX-512, decoding as matmul_fp8_avx512.cpp does (a sign-extended byte
 // shifted into an fp32's sign, exponent and mantissa fields: the value times 2^-120, the 2^120 carried
-// by the activations and the block scales; NaN codes by the scalar rule), 8 lanes per step, per
+// by the activations and the block scales; NaN codes by the scalar rule, found by a per-block scan
+// unless the weight is marked fp8_finite), 8 lanes per step, per
 // (row, vector) a fixed sequence of operations.
 #include <immintrin.h>
 
@@ -50,7 +51,7 @@ inline bool any_nan(const uint8_t* p, int64_t count) {
 }
 
 template <int R>
-void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, float* y) {
+void fp8_rows(const uint8_t* w, bool finite, const float* const* srow, int64_t cols, const float* x, float* y) {
   __m256 total[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) total[r] = _mm256_setzero_ps();
@@ -61,7 +62,7 @@ void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const fl
     __m256 part[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      nan[r] = any_nan(w + r * cols + c0, c1 - c0);
+      nan[r] = !finite && any_nan(w + r * cols + c0, c1 - c0);
       part[r] = _mm256_setzero_ps();
       _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), _MM_HINT_T1);
@@ -100,11 +101,11 @@ void matmul_fp8_avx2(const Weight& w, const float* x_in, int64_t ldx_in, int64_t
     int64_t r = r0;
     for (; r + kRowTile <= r1; r += kRowTile) {
       const float* srow[kRowTile] = {scale_row(r), scale_row(r + 1), scale_row(r + 2), scale_row(r + 3)};
-      fp8_rows<kRowTile>(W + r * w.cols, srow, w.cols, x + i * ldx, y + i * ldy + r);
+      fp8_rows<kRowTile>(W + r * w.cols, w.fp8_finite, srow, w.cols, x + i * ldx, y + i * ldy + r);
     }
     for (; r < r1; ++r) {
       const float* srow[1] = {scale_row(r)};
-      fp8_rows<1>(W + r * w.cols, srow, w.cols, x + i * ldx, y + i * ldy + r);
+      fp8_rows<1>(W + r * w.cols, w.fp8_finite, srow, w.cols, x + i * ldx, y + i * ldy + r);
     }
   }
 }

@@ -5,8 +5,10 @@
 // e4m3 value times 2^-120 (subnormal codes become fp32 subnormals, exactly). The 2^120 is not
 // multiplied back per weight: the activations are scaled by 2^60 once per call and each block's
 // scale by 2^60 (powers of two: exact), so a weight costs a load-and-widen, a shift, a mask and an
-// FMA. NaN codes (0x7f, 0xff) never occur in valid checkpoints; a 64-byte chunk
-// that holds one is decoded by the scalar rule instead, so the result is NaN as the scalar kernel's.
+// FMA. NaN codes (0x7f, 0xff) never occur in valid checkpoints; a block row that holds one is
+// decoded by the scalar rule instead, so the result is NaN as the scalar kernel's. The scan that
+// finds them (about a fifth of the work) is skipped for weights marked fp8_finite (the loaders
+// check resident weights once).
 // Per (row, vector) the 16-lane partial sums of each 128-column block are multiplied by the block's
 // scale and accumulated, then reduced by a fixed tree: the same sequence of operations whatever
 // tile the output falls in (batch invariance, kernels/weight.h); the scalar kernel is the oracle.
@@ -65,8 +67,8 @@ inline bool any_nan(const uint8_t* p, int64_t count) {
 
 // y[i*ldy + r] for R rows (row stride `cols` bytes, scale rows `srow[r]`) and N vectors.
 template <int R, int N>
-void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, int64_t ldx, float* y,
-              int64_t ldy) {
+void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t cols, const float* x, int64_t ldx,
+              float* y, int64_t ldy) {
   __m512 total[R][N];
 #pragma GCC unroll 8
   for (int k = 0; k < R * N; ++k) total[k / N][k % N] = _mm512_setzero_ps();
@@ -76,7 +78,7 @@ void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const fl
     bool nan[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      nan[r] = any_nan(w + r * cols + c0, c1 - c0);
+      nan[r] = !finite && any_nan(w + r * cols + c0, c1 - c0);
       _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), _MM_HINT_T1);
     }
@@ -128,11 +130,11 @@ void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const fl
 }
 
 template <int R, int N>
-void fp8_rows(const uint8_t* w, const float* const* srow, int64_t cols, const float* x, int64_t ldx, int64_t n, float* y,
-              int64_t ldy) {
+void fp8_rows(const uint8_t* w, bool finite, const float* const* srow, int64_t cols, const float* x, int64_t ldx, int64_t n,
+              float* y, int64_t ldy) {
   int64_t i = 0;
-  for (; i + N <= n; i += N) fp8_tile<R, N>(w, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
-  if (i < n) fp8_tile<R, 1>(w, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
+  for (; i + N <= n; i += N) fp8_tile<R, N>(w, finite, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
+  if (i < n) fp8_tile<R, 1>(w, finite, srow, cols, x + i * ldx, ldx, y + i * ldy, ldy);
 }
 
 }  // namespace
@@ -150,17 +152,17 @@ void matmul_fp8_avx512(const Weight& w, const float* x_in, int64_t ldx_in, int64
   if (n == 1) {
     for (; r + kRowTile <= r1; r += kRowTile) {
       for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
-      fp8_tile<kRowTile, 1>(W + r * w.cols, srow, w.cols, x, ldx, y + r, ldy);
+      fp8_tile<kRowTile, 1>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, y + r, ldy);
     }
   } else {
     for (; r + kRowTile2 <= r1; r += kRowTile2) {
       for (int k = 0; k < kRowTile2; ++k) srow[k] = scale_row(r + k);
-      fp8_rows<kRowTile2, 2>(W + r * w.cols, srow, w.cols, x, ldx, n, y + r, ldy);
+      fp8_rows<kRowTile2, 2>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, n, y + r, ldy);
     }
   }
   for (; r < r1; ++r) {
     srow[0] = scale_row(r);
-    fp8_rows<1, 2>(W + r * w.cols, srow, w.cols, x, ldx, n, y + r, ldy);
+    fp8_rows<1, 2>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, n, y + r, ldy);
   }
 }
 
