@@ -106,7 +106,7 @@ struct MlaOp {
   int64_t heads = 0, nope = 0, rope = 0, v_dim = 0, kv_rank = 0;
   float scale = 1.0f;
   bool causal = true;  // row t sees positions < visible0 + t + 1; else every row sees < visible0
-  const Weight* kv_b = nullptr;  // [heads·(nope + v_dim), kv_rank], BF16 or F32
+  const Weight* kv_b = nullptr;  // [heads·(nope + v_dim), kv_rank], BF16 or F32 (FP8: mla_reads_fp8())
 };
 
 // Grouped-query attention over a KV cache.
@@ -220,6 +220,9 @@ class Device {
   // RMSNorm'd latent and the raw k_pe part.
   virtual void mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf latent, Buf k_pe, int64_t first) = 0;
   // Absorbed attention of q [T, heads·(nope + rope)] over cache rows; out [T, heads·v_dim].
+  // mla_reads_fp8(): whether kv_b may be FP8 (each element e4m3 value × block scale in fp32, the
+  // F32 widening's values); otherwise the model widens an FP8 kv_b to F32 at load.
+  virtual bool mla_reads_fp8() const { return false; }
   virtual void mla_attention(const MlaOp& op, const Buf& q, const Buf& latent, const Buf& k_pe, int64_t visible0,
                              Buf out) = 0;
   // Causal GQA of q [T, heads·head_dim] at positions visible0-1+t over k/v caches

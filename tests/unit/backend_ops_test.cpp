@@ -707,7 +707,11 @@ TEST(BackendOps, MlaTilesGiveTheScalarLoopsBits) {
                          Shape{2, 8, 4, 8, 64, 45, 20, WeightType::BF16, true, 40.0f},
                          // One row (decode: 8 positions and 8 outputs side by side, then tails).
                          Shape{4, 8, 4, 6, 20, 1, 21, WeightType::BF16, true}, Shape{2, 8, 4, 8, 16, 1, 9, WeightType::F32, false},
-                         Shape{1, 4, 2, 12, 8, 1, 300, WeightType::F32, true, 40.0f}}) {
+                         Shape{1, 4, 2, 12, 8, 1, 300, WeightType::F32, true, 40.0f},
+                         // FP8 kv_b (DeepSeek-V3's release) on devices that read it: two row blocks, a
+                         // partial column block, one row and a tile.
+                         Shape{3, 32, 8, 32, 200, 1, 21, WeightType::FP8_E4M3, true},
+                         Shape{3, 32, 8, 32, 200, 19, 5, WeightType::FP8_E4M3, true}}) {
     const int64_t qk = s.nope + s.rope, cap = s.base + s.T;
     const std::vector<float> lat = r.normals(cap * s.kvr), kpe = r.normals(cap * s.rope), q = r.normals(s.T * s.heads * qk);
     HostWeight kvb = random_weight(s.kvb, s.heads * (s.nope + s.vd), s.kvr, r);
@@ -719,16 +723,26 @@ TEST(BackendOps, MlaTilesGiveTheScalarLoopsBits) {
                                                         scale, s.causal, visible0);
     for (auto& dev : devices().all) {
       Device& d = *dev;
+      if (s.kvb == WeightType::FP8_E4M3 && !d.mla_reads_fp8()) continue;  // the model widens it for them
       In li = upload(d, lat, cap, s.kvr), qi = upload(d, q, s.T, s.heads * qk);
       DeviceBuffer pe(d, BufType::F32, cap, s.rope);
       if (s.rope) d.upload(pe.buf(), kpe.data());
-      const Weight kw = d.keep(kvb.w);
-      const MlaOp op{.heads = s.heads, .nope = s.nope, .rope = s.rope, .v_dim = s.vd, .kv_rank = s.kvr,
-                     .scale = scale, .causal = s.causal, .kv_b = &kw};
-      DeviceBuffer o(d, BufType::F32, s.T, s.heads * s.vd);
-      d.fill(o.buf(), kPoison);
-      d.mla_attention(op, qi.buf(), li.buf(), pe.buf(), visible0, o.buf());
-      expect_identical(want, read(d, o.buf()), what + " on " + d.name());
+      Weight kw = d.keep(kvb.w);
+      // FP8: as given (the table decode) and marked free of NaN codes as a loader marks it (the
+      // arithmetic decode); the same bits either way.
+      for (bool finite : {false, true}) {
+        if (finite && kvb.w.type != WeightType::FP8_E4M3) continue;
+        if (finite) {
+          ASSERT_FALSE(fp8_has_nan_code(static_cast<const uint8_t*>(kvb.w.data), size_t(kvb.w.rows * kvb.w.cols)));
+        }
+        kw.fp8_finite = finite;
+        const MlaOp op{.heads = s.heads, .nope = s.nope, .rope = s.rope, .v_dim = s.vd, .kv_rank = s.kvr,
+                       .scale = scale, .causal = s.causal, .kv_b = &kw};
+        DeviceBuffer o(d, BufType::F32, s.T, s.heads * s.vd);
+        d.fill(o.buf(), kPoison);
+        d.mla_attention(op, qi.buf(), li.buf(), pe.buf(), visible0, o.buf());
+        expect_identical(want, read(d, o.buf()), what + (finite ? " marked finite" : "") + " on " + d.name());
+      }
     }
   }
 }

@@ -210,7 +210,9 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   SLUICE_CHECK(qb.cols == nh * qk && qb.contiguous() && outb.rows == T && outb.cols == nh * vd && outb.contiguous() &&
                    latent.cols == kvr && latent.contiguous() && k_pe.cols == rope && k_pe.contiguous(),
                "mla_attention: shapes");
-  SLUICE_CHECK(kv_b.type == WeightType::BF16 || kv_b.type == WeightType::F32, "mla_attention: kv_b must be BF16 or F32");
+  SLUICE_CHECK(kv_b.type == WeightType::BF16 || kv_b.type == WeightType::F32 || kv_b.type == WeightType::FP8_E4M3,
+               "mla_attention: kv_b must be BF16, F32 or FP8");
+  const bool fp8 = kv_b.type == WeightType::FP8_E4M3;
   const int64_t n_max = visible0 + (s.causal ? T - 1 : 0);
   SLUICE_CHECK(n_max <= latent.rows && n_max <= k_pe.rows, "mla_attention: ", n_max, " positions past the cache");
   const float* q = row_ptr(qb, 0);
@@ -220,8 +222,10 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const int64_t tiles = (T + kTile - 1) / kTile, items = nh * tiles;
   const int64_t slots = std::min<int64_t>(ThreadPool::global().size(), items);
   // Per slot: qabs and q_pe transposed [kvr + rope][kTile], one row of qabs, the scores
-  // position-major [n_max][kTile], the contexts [kTile][kvr] and transposed [kvr][kTile].
-  const int64_t per = (kvr + rope) * kTile + kvr + kTile * n_max + 2 * kTile * kvr;
+  // position-major [n_max][kTile], the contexts [kTile][kvr] and transposed [kvr][kTile], and
+  // (FP8 kv_b) kRowsWide widened value rows [kRowsWide][kvr].
+  constexpr int64_t kRowsWide = 8;
+  const int64_t per = (kvr + rope) * kTile + kvr + kTile * n_max + 2 * kTile * kvr + (fp8 ? kRowsWide * kvr : 0);
   ScratchScope scope(*this);
   float* scratch = temp<float>(slots * per);
   // Context blocks of about 16 KB of latent rows, reused across the tile's rows.
@@ -235,6 +239,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
       float* sT = qrow + kvr;         // [n_max][kTile]
       float* ctx = sT + kTile * n_max;  // [kTile][kvr]
       float* ctxT = ctx + kTile * kvr;  // [kvr][kTile]
+      float* wide = ctxT + kvr * kTile;  // FP8: [kRowsWide][kvr]
       for (int64_t item = c; item < items; item += slots) {
         const int64_t h = item % nh, t0 = (item / nh) * kTile, R = std::min(kTile, T - t0);
         const int64_t k_row0 = h * (nope + vd), v_row0 = k_row0 + nope;
@@ -246,7 +251,14 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         for (int64_t r = 0; r < R; ++r) {
           const float* qh = q + ((t0 + r) * nh + h) * qk;
           std::fill(qrow, qrow + kvr, 0.0f);
-          for (int64_t i = 0; i < nope; ++i) weight_axpy_row(qh[i], kv_b, k_row0 + i, qrow);
+          for (int64_t i = 0; i < nope; ++i) {
+            if (fp8) {
+              fp8_widen_row(kv_b, k_row0 + i, wide);
+              for (int64_t j = 0; j < kvr; ++j) qrow[j] += qh[i] * wide[j];
+            } else {
+              weight_axpy_row(qh[i], kv_b, k_row0 + i, qrow);
+            }
+          }
           for (int64_t i = 0; i < kvr; ++i) qT[i * kTile + r] = qrow[i];
           for (int64_t i = 0; i < rope; ++i) qT[(kvr + i) * kTile + r] = qh[nope + i];
         }
@@ -260,7 +272,15 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           for (int64_t p0 = 0; p0 < n_hi; p0 += block)
             context_rows(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
           float* o = out + (t0 * nh + h) * vd;
-          if (kv_b.type == WeightType::BF16)
+          if (fp8) {
+            // kRowsWide value rows widened at a time, then the F32 loops (row_expand's sums do not
+            // depend on how its rows are grouped).
+            for (int64_t j = 0; j < vd; j += kRowsWide) {
+              const int64_t rows = std::min(kRowsWide, vd - j);
+              for (int64_t k = 0; k < rows; ++k) fp8_widen_row(kv_b, v_row0 + j + k, wide + k * kvr);
+              row_expand(wide, kvr, ctx, kvr, rows, [](float x) { return x; }, o + j);
+            }
+          } else if (kv_b.type == WeightType::BF16)
             row_expand(static_cast<const uint16_t*>(kv_b.data) + v_row0 * kv_b.cols, kv_b.cols, ctx, kvr, vd,
                        [](uint16_t x) { return bf16_to_f32(x); }, o);
           else
@@ -289,9 +309,9 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         // Value expansion: out[j] = kv_b[v_row0 + j, :]·ctx, the tile's rows as lanes.
         for (int64_t r = 0; r < kTile; ++r)
           for (int64_t i = 0; i < kvr; ++i) ctxT[i * kTile + r] = r < R ? ctx[r * kvr + i] : 0.0f;
-        auto expand = [&](const auto* w0, auto widen) {
+        auto expand = [&](auto row_at, auto widen) {
           for (int64_t j = 0; j < vd; ++j) {
-            const auto* wr = w0 + (v_row0 + j) * kv_b.cols;
+            const auto* wr = row_at(v_row0 + j);
             float acc[kTile] = {};
             for (int64_t i = 0; i < kvr; ++i) {
               const float wi = widen(wr[i]);
@@ -301,10 +321,19 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
             for (int64_t r = 0; r < R; ++r) out[((t0 + r) * nh + h) * vd + j] = acc[r];
           }
         };
-        if (kv_b.type == WeightType::BF16)
-          expand(static_cast<const uint16_t*>(kv_b.data), [](uint16_t x) { return bf16_to_f32(x); });
+        const int64_t ld = kv_b.cols;
+        if (fp8)
+          expand(
+              [&](int64_t row) -> const float* {
+                fp8_widen_row(kv_b, row, wide);
+                return wide;
+              },
+              [](float x) { return x; });
+        else if (kv_b.type == WeightType::BF16)
+          expand([&](int64_t row) { return static_cast<const uint16_t*>(kv_b.data) + row * ld; },
+                 [](uint16_t x) { return bf16_to_f32(x); });
         else
-          expand(static_cast<const float*>(kv_b.data), [](float x) { return x; });
+          expand([&](int64_t row) { return static_cast<const float*>(kv_b.data) + row * ld; }, [](float x) { return x; });
       }
     }
   });

@@ -20,6 +20,7 @@ class CpuDevice final : public Device {
 
   std::string name() const override;
   Place place() const override { return Place::Host; }
+  bool mla_reads_fp8() const override { return true; }
 
   Buf alloc(BufType t, int64_t rows, int64_t cols) override;
   void free(Buf b) override;

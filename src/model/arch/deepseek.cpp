@@ -98,12 +98,12 @@ std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
   TensorList list = deepseek_tensors(c, &m->weights_);
   list.bind(m->tensors_);
-  // The absorbed attention reads kv_b row by row as BF16 or F32: an FP8 kv_b is widened here
-  // (value × block scale in fp32, no rounding beyond that product).
+  // The absorbed attention reads kv_b row by row: a device whose attention does not widen FP8
+  // itself gets it widened here (value × block scale in fp32, the same values; 4x the bytes).
   m->kv_b_f32_.resize(size_t(c.num_layers));
   for (size_t l = 0; l < m->weights_.layers.size(); ++l) {
     kernels::Weight& kv_b = m->weights_.layers[l].attn.kv_b;
-    if (kv_b.type != kernels::WeightType::FP8_E4M3) continue;
+    if (kv_b.type != kernels::WeightType::FP8_E4M3 || m->dev_->mla_reads_fp8()) continue;
     m->kv_b_f32_[l] = widen_fp8(kv_b);
     kv_b = kernels::Weight{.type = kernels::WeightType::F32, .rows = kv_b.rows, .cols = kv_b.cols,
                            .data = m->kv_b_f32_[l].data()};
