@@ -1,7 +1,9 @@
-// A fixed pool of worker threads (one per core by default) with a blocking parallel_for.
+// A fixed pool of worker threads (one per core by default) with a blocking parallel_for. One thread
+// calls parallel_for at a time (the engine's), and not from inside a range.
 // Work is split into contiguous index ranges; callers make each index's result independent of
 // the split so that results do not depend on the thread count.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -49,12 +51,15 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
+  // Written by run() before it publishes a generation; read by the workers after they see it.
   const RangeFn* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // one per thread, sized at construction
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};      // workers still running the current generation
+  std::atomic<int> sleepers_{0};     // workers parked on cv_work_
+  std::atomic<bool> caller_parked_{false};
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // under mu_
 };
 
 }  // namespace sluice
