@@ -111,6 +111,8 @@ nlohmann::json Engine::stats_json() const {
                   {"hit_rate", s.requests ? double(s.hits) / double(s.requests) : 0.0},
                   {"prefetch_issued", s.prefetch_issued},
                   {"prefetch_used", s.prefetch_used},
+                  {"prefetch_cancelled", s.prefetch_cancelled},
+                  {"prefetch_wasted_bytes", s.prefetch_wasted * store_->manifest().layout.slot_bytes},
                   {"prefetch_recall", s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0},
                   {"bytes_read", s.bytes_read},
                   {"fetched", s.fetched},
@@ -141,12 +143,13 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     char line[512];
     std::snprintf(line, sizeof line,
                   "[store] reader=%s slots=%zu hit_rate=%.3f (%llu/%llu) bytes_read=%.1f MB (%.2f MB/token) "
-                  "prefetch issued=%llu used=%llu recall=%.3f\n",
+                  "prefetch issued=%llu used=%llu cancelled=%llu wasted=%.1f MB recall=%.3f\n",
                   store_->reader_engine(), store_->slots(), s.requests ? double(s.hits) / double(s.requests) : 0.0,
                   (unsigned long long)s.hits, (unsigned long long)s.requests, s.bytes_read / 1e6,
                   generated_tokens ? s.bytes_read / 1e6 / double(generated_tokens) : 0.0,
                   (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
-                  s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
+                  (unsigned long long)s.prefetch_cancelled,
+                  double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6, s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
     o << line;
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",

@@ -71,6 +71,10 @@ ExpertReader::ExpertReader(const Manifest& m, const ReaderOptions& opt) : m_(m),
   stats_.resize(H);
   inflight_bytes_.assign(H, 0);
   inflight_.assign(H, 0);
+  prefetch_inflight_.assign(H, 0);
+  if (opt_.prefetch_depth < 0 || opt_.prefetch_depth > opt_.queue_depth)
+    fail("reader prefetch depth ", opt_.prefetch_depth, " is outside 0..", opt_.queue_depth, " (the queue depth)");
+  prefetch_depth_ = opt_.prefetch_depth > 0 ? opt_.prefetch_depth : std::max(1, opt_.queue_depth / 2);
   delay_.assign(H, 0.0);
   healthy_.assign(H, true);
   for (size_t h = 0; h < H; ++h) {
@@ -165,6 +169,29 @@ uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent
   return t;
 }
 
+bool ExpertReader::cancel(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(ticket);
+  if (it == jobs_.end() || it->second.state != 0) return false;
+  auto q = std::find(queue_.begin(), queue_.end(), ticket);
+  if (q == queue_.end()) return false;  // between attempts (a retry): let it finish
+  queue_.erase(q);
+  jobs_.erase(it);
+  return true;
+}
+
+void ExpertReader::promote(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(ticket);
+  if (it == jobs_.end() || it->second.state != 0 || it->second.urgent) return;
+  auto q = std::find(queue_.begin(), queue_.end(), ticket);
+  if (q == queue_.end()) return;
+  queue_.erase(q);
+  it->second.urgent = true;
+  queue_.insert(std::find_if(queue_.begin(), queue_.end(), [&](uint64_t id) { return !jobs_.at(id).urgent; }), ticket);
+  cv_job_.notify_all();
+}
+
 bool ExpertReader::ready(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(ticket);
@@ -223,7 +250,8 @@ int ExpertReader::pick_holder(Job& j) {
     if (std::find(j.tried.begin(), j.tried.end(), i) != j.tried.end()) continue;
     int h = holders[size_t(i)].home;
     if (!healthy_[size_t(h)] || !holders[size_t(i)].local) continue;  // not fetched yet: nothing to read
-    if (inflight_[size_t(h)] >= opt_.queue_depth) {
+    const int depth = j.urgent ? opt_.queue_depth : prefetch_depth_;
+    if (inflight_[size_t(h)] >= opt_.queue_depth || prefetch_inflight_[size_t(h)] >= depth) {
       busy = true;
       continue;
     }
@@ -256,6 +284,7 @@ void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::strin
   const Holder& h = m_.of(j.layer, j.expert)[size_t(j.holder)];
   HomeStats& s = stats_[size_t(h.home)];
   inflight_[size_t(h.home)] -= 1;
+  prefetch_inflight_[size_t(h.home)] -= j.urgent ? 0 : 1;
   inflight_bytes_[size_t(h.home)] -= h.length;
   if (ok) {
     s.reads += 1;
@@ -311,6 +340,7 @@ void ExpertReader::pread_worker() {
     j.state = 1;
     const Holder h = m_.of(j.layer, j.expert)[size_t(holder)];
     inflight_[size_t(h.home)] += 1;
+    prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : 1;
     inflight_bytes_[size_t(h.home)] += h.length;
     std::string why;
     int fd = open_file(h.home, h.file, why);
@@ -376,6 +406,7 @@ void ExpertReader::uring_loop() {
         int fd = open_file(h.home, h.file, why);
         j.holder = holder;
         inflight_[size_t(h.home)] += 1;
+        prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : 1;
         inflight_bytes_[size_t(h.home)] += h.length;
         uint64_t id = *it;
         it = queue_.erase(it);
@@ -387,6 +418,7 @@ void ExpertReader::uring_loop() {
         io_uring_sqe* sqe = io_uring_get_sqe(ring);
         if (!sqe) {  // ring full: undo and retry after completions
           inflight_[size_t(h.home)] -= 1;
+          prefetch_inflight_[size_t(h.home)] -= j.urgent ? 0 : 1;
           inflight_bytes_[size_t(h.home)] -= h.length;
           queue_.push_front(id);
           break;

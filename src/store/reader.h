@@ -48,6 +48,9 @@ struct ReaderOptions {
   bool verify = true;        // xxh3 of every record against the manifest
   std::string engine = "auto";  // auto | io_uring | pread
   int queue_depth = 4;       // reads in flight per home
+  // Prefetch reads in flight per home at most (0: half the queue depth, at least 1), so that a
+  // demand read always finds room on its home instead of queueing behind guesses.
+  int prefetch_depth = 0;
 };
 
 class ExpertReader {
@@ -61,6 +64,12 @@ class ExpertReader {
   // Queues a read of (layer, expert) into dst (slot_bytes, 4 KiB aligned); returns a ticket.
   // Demand reads (urgent) queue ahead of every waiting prefetch read.
   uint64_t submit(int layer, int expert, std::byte* dst, bool urgent = true);
+  // Drops a read that is still queued (no drive has it yet): true, and the ticket is forgotten;
+  // false when it is in flight or done (wait for it as usual).
+  bool cancel(uint64_t ticket);
+  // Makes a queued prefetch read a demand read (its expert was just asked for): it moves ahead of
+  // every waiting prefetch. No effect once the read is in flight or done.
+  void promote(uint64_t ticket);
   // Blocks until the ticket's read is done; throws naming the expert and homes if no holder
   // delivered a good copy.
   void wait(uint64_t ticket);
@@ -110,6 +119,8 @@ class ExpertReader {
   std::vector<HomeStats> stats_;
   std::vector<uint64_t> inflight_bytes_;
   std::vector<int> inflight_;
+  std::vector<int> prefetch_inflight_;  // the prefetch reads among them
+  int prefetch_depth_ = 1;
   std::vector<double> delay_;
   std::vector<bool> healthy_;
   std::unordered_map<std::string, int> fds_;

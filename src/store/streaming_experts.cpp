@@ -115,9 +115,21 @@ int StreamingExperts::victim() {
   return best;
 }
 
+bool StreamingExperts::cancel_prefetch(Slot& s) {
+  if (!s.prefetched || !s.ticket || !reader_->cancel(s.ticket)) return false;
+  where_[size_t(s.layer * m_.num_experts + s.expert)] = -1;
+  counters_.prefetch_cancelled += 1;
+  counters_.bytes_read -= m_.layout.slot_bytes;
+  counters_.reads_by_layer[size_t(s.layer)] -= 1;
+  s = Slot{};
+  return true;
+}
+
 void StreamingExperts::assign(int slot, int layer, int expert) {
   Slot& s = slots_[size_t(slot)];
   if (s.layer >= 0) where_[size_t(s.layer * m_.num_experts + s.expert)] = -1;
+  if (s.unused) counters_.prefetch_wasted += 1;
+  s.unused = false;
   s.layer = layer;
   s.expert = expert;
   s.last_use = tick_;
@@ -142,9 +154,11 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
     recall_samples_[size_t(layer)] += 1;
     pred.clear();
   }
-  // Unclaimed prefetches of this layer were wrong guesses: they become ordinary cache entries.
+  // Unclaimed prefetches of this layer were wrong guesses: reads no drive has started are dropped,
+  // the others become ordinary cache entries when they land.
   for (auto& sl : slots_)
-    if (sl.prefetched && sl.layer == layer && !std::binary_search(experts.begin(), experts.end(), sl.expert))
+    if (sl.prefetched && sl.layer == layer && !std::binary_search(experts.begin(), experts.end(), sl.expert) &&
+        !cancel_prefetch(sl))
       sl.prefetched = false;
   reap();
   std::vector<int>& slot_of = slot_of_;
@@ -163,6 +177,8 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
         counters_.prefetch_used += 1;
         sl.prefetched = false;
       }
+      sl.unused = false;
+      if (sl.ticket) reader_->promote(sl.ticket);  // still queued as a guess: now it is needed
       counters_.hits += 1;
       slot_of[i] = s;
     }
@@ -174,8 +190,9 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
     int s = victim();
     if (s < 0) {
       // Unclaimed prefetches (of other layers) are the only other candidates: give them up,
-      // waiting for their reads to land if need be.
-      for (auto& sl : slots_) sl.prefetched = false;
+      // dropping reads not started and waiting for the others to land if need be.
+      for (auto& sl : slots_)
+        if (sl.pins == 0 && !cancel_prefetch(sl)) sl.prefetched = false;
       reap();
       s = victim();
       for (size_t k = 0; s < 0 && k < slots_.size(); ++k) {
@@ -317,6 +334,7 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
     assign(s, layer, e);
     Slot& sl = slots_[size_t(s)];
     sl.prefetched = true;
+    sl.unused = true;
     sl.ticket = reader_->submit(layer, e, data(s), /*urgent=*/false);
     counters_.prefetch_issued += 1;
     counters_.bytes_read += m_.layout.slot_bytes;

@@ -35,6 +35,10 @@ struct StreamOptions {
 struct StoreCounters {
   uint64_t requests = 0, hits = 0, misses = 0;  // experts asked for, found in RAM, read on demand
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_suppressed = 0;
+  // Prefetch reads dropped while still queued (their layer's real route did not want them; they
+  // cost no bytes), and prefetched experts evicted without ever being asked for (bytes read for
+  // nothing: prefetch_wasted × the record size).
+  uint64_t prefetch_cancelled = 0, prefetch_wasted = 0;
   uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // for recall
   uint64_t bytes_read = 0;
   uint64_t fetched = 0;  // experts fetched from the source on first use (streamed installs)
@@ -69,12 +73,16 @@ class StreamingExperts : public ExpertProvider {
     int pins = 0;
     uint64_t ticket = 0;     // read in flight (0 = none)
     bool prefetched = false;  // filled by prefetch and not yet claimed
+    bool unused = false;      // read by prefetch and never asked for since (wasted if evicted so)
     uint64_t last_use = 0;
   };
   int find(int layer, int expert) const;
   int victim();  // a slot that may be reused now, or -1
   void reap();   // collects finished reads of unpinned slots
   void assign(int slot, int layer, int expert);
+  // Drops a prefetch read that no drive has started: the slot is empty again. False if the read
+  // is in flight or done (it lands and the slot stays a cache entry).
+  bool cancel_prefetch(Slot& s);
   // Fetches experts[which[..]] (not local) from the source into their slots and marks them local.
   void fetch_missing(int layer, std::span<const int32_t> experts, const std::vector<int>& slot_of,
                      const std::vector<size_t>& which);

@@ -5,13 +5,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "core/arena.h"
 #include "core/error.h"
+#include "error_of.h"
 #include "model/registry.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "store/prepare.h"
+#include "store/reader.h"
 
 namespace sluice {
 namespace {
@@ -118,6 +122,73 @@ TEST_F(StoreTest, StreamedRunsAreBitIdenticalToResident) {
       }
     }
   }
+}
+
+// The reader's queue: a prefetch read no drive has started can be dropped (its ticket is then
+// unknown), one in flight or done cannot; a promoted prefetch overtakes the other guesses; and
+// prefetch reads never take more than their share of a home's queue, so a demand read submitted
+// after two guesses starts at once. One home, reads that each sleep 0.3 s (pread engine).
+TEST_F(StoreTest, ReaderCancelsQueuedPrefetchesPromotesAndKeepsRoomForDemand) {
+  const store::Manifest m = prepare(1);
+  const size_t slot = m.layout.slot_bytes;
+  auto buf = allocate_touched(6 * slot, store::ExpertLayout::kAlign);
+  auto dst = [&](int i) { return buf.get() + size_t(i) * slot; };
+  {
+    store::ReaderOptions ro{.engine = "pread", .queue_depth = 1};
+    store::ExpertReader r(m, ro);
+    r.set_home_delay(0, 0.3);
+    const uint64_t busy = r.submit(1, 0, dst(0));  // takes the home's only place
+    const uint64_t p1 = r.submit(1, 1, dst(1), false), p2 = r.submit(1, 2, dst(2), false),
+                   p3 = r.submit(1, 3, dst(3), false);
+    EXPECT_TRUE(r.cancel(p1));
+    EXPECT_FALSE(r.cancel(p1));
+    EXPECT_NE(testing::error_of([&] { r.wait(p1); }).find("unknown"), std::string::npos);
+    r.promote(p3);
+    const uint64_t order[] = {p2, p3};
+    EXPECT_EQ(r.wait_any(order), 1u) << "the promoted read should land first";
+    r.wait(busy);
+    EXPECT_FALSE(r.cancel(busy));  // done and collected
+    r.wait(p2);
+  }
+  {
+    store::ReaderOptions ro{.engine = "pread", .queue_depth = 2};  // prefetch depth: 1
+    store::ExpertReader r(m, ro);
+    r.set_home_delay(0, 0.3);
+    const uint64_t p1 = r.submit(1, 0, dst(0), false), p2 = r.submit(1, 1, dst(1), false);
+    // Let the reader take what it may of the two guesses before the demand read arrives (else the
+    // demand read simply queues ahead of them).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const uint64_t d = r.submit(1, 2, dst(2));
+    const uint64_t order[] = {p2, d};
+    EXPECT_EQ(r.wait_any(order), 1u) << "the demand read waited behind a second prefetch";
+    r.wait(p1);
+    r.wait(p2);
+  }
+  store::ReaderOptions bad{.queue_depth = 2, .prefetch_depth = 3};
+  EXPECT_NE(testing::error_of([&] { store::ExpertReader r(m, bad); }).find("prefetch depth 3"), std::string::npos);
+}
+
+// Prefetch through a slow home: guesses still queued when their layer's route arrives are
+// dropped (counted, their bytes not), and the run stays bit-identical to the all-in-RAM one.
+TEST_F(StoreTest, CancelledPrefetchesChangeNothingButTheBytes) {
+  auto prompt = prompt_ids(6);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 6);
+  }
+  prepare(1);
+  auto e = engine("stream", double(slot_bytes()) * 24 / 1e9, true, "pread");
+  e->store()->set_home_delay(0, 0.002);
+  Outcome got = run_engine(*e, prompt, 6);
+  EXPECT_EQ(got.logits, ref.logits);
+  EXPECT_EQ(got.tokens, ref.tokens);
+  const auto& c = e->store()->counters();
+  EXPECT_GT(c.prefetch_cancelled, 0u);
+  EXPECT_LE(c.prefetch_used + c.prefetch_cancelled, c.prefetch_issued);
+  uint64_t reads = 0;
+  for (const auto& h : e->store()->home_stats()) reads += h.reads;
+  EXPECT_EQ(c.bytes_read, reads * slot_bytes()) << "bytes counted for reads that never happened";
 }
 
 TEST_F(StoreTest, PrefillReadsEachRoutedExpertOncePerLayerPerPass) {
