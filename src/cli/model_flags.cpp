@@ -48,6 +48,13 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                        ->default_val(1.0)
                        ->transform(positive_number(1e6));
   f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict and pre-read the next layer's experts");
+  f.prefetch_precision_opt =
+      sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
+                      "Pre-read a predicted expert only if predictions of its rank were right at least this often "
+                      "lately (0..1; 0 pre-reads every prediction). When the drives are the bottleneck a wrong "
+                      "guess costs a whole read and a right one saves little, hence the high default")
+          ->default_val(0.85)
+          ->transform(number_in(0, 1));
   f.reader_opt = sub->add_option("--reader", f.engine.reader, "Expert read engine: auto, io_uring or pread")
                      ->default_val("auto")
                      ->check(one_of({"auto", "io_uring", "pread"}));
@@ -139,7 +146,8 @@ void warn_unused_model_flags(const ModelFlags& f, const runtime::Engine* engine)
   if (engine) {
     if (engine->streaming()) return;
     std::vector<std::string> names;
-    for (const CLI::Option* o : {f.cache_gb_opt, f.no_prefetch_opt, f.reader_opt, f.queue_depth_opt, f.no_verify_opt})
+    for (const CLI::Option* o :
+         {f.cache_gb_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.reader_opt, f.queue_depth_opt, f.no_verify_opt})
       if (given(o)) names.push_back(o->get_name());
     if (!names.empty())
       warn(cat(join_names(names), names.size() == 1 ? " has" : " have",

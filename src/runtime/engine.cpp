@@ -52,6 +52,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     // Budgets past 2^64 bytes saturate (and are then refused against physical memory).
     so.cache_bytes = opt.cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.cache_gb * 1e9) : UINT64_MAX;
     so.prefetch = opt.prefetch;
+    so.prefetch_min_precision = opt.prefetch_precision;
     so.reader.engine = opt.reader;
     so.reader.verify = opt.verify_reads;
     so.reader.queue_depth = opt.queue_depth;

@@ -35,8 +35,8 @@ class ExpertProvider {
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
 
-  // A hint: these experts of `layer` will probably be requested soon (next-layer prediction).
-  // Never changes what next_ready() returns.
+  // A hint: these experts of `layer` will probably be requested soon (next-layer prediction), most
+  // likely first. Never changes what next_ready() returns.
   virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/) {}
   // Whether prefetch() does anything (the model skips computing predictions otherwise).
   virtual bool wants_prefetch() const { return false; }

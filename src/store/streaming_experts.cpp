@@ -41,9 +41,11 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   slots_.resize(n);
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
   predicted_.resize(size_t(m_.num_layers));
+  ranked_.resize(size_t(m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
-  recall_.assign(size_t(m_.num_layers), 1.0);
-  recall_samples_.assign(size_t(m_.num_layers), 0);
+  precision_.assign(size_t(m_.num_layers) * kMaxRanks, 0.0);
+  if (!(opt_.prefetch_min_precision >= 0 && opt_.prefetch_min_precision <= 1))
+    fail("prefetch precision ", opt_.prefetch_min_precision, " is outside 0..1");
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
   if (opt_.source) opt_.source->adopt(m_);
   reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
@@ -150,8 +152,10 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
     for (int32_t e : experts) right += std::binary_search(pred.begin(), pred.end(), e);
     counters_.predicted_correct += right;
     counters_.actual_total += experts.size();
-    recall_[size_t(layer)] = 0.8 * recall_[size_t(layer)] + 0.2 * double(right) / double(experts.size());
-    recall_samples_[size_t(layer)] += 1;
+    const auto& ranked = ranked_[size_t(layer)];
+    double* prec = &precision_[size_t(layer) * kMaxRanks];
+    for (size_t r = 0; r < ranked.size() && r < kMaxRanks; ++r)
+      prec[r] = 0.8 * prec[r] + 0.2 * (std::binary_search(experts.begin(), experts.end(), ranked[r]) ? 1.0 : 0.0);
     pred.clear();
   }
   // Unclaimed prefetches of this layer were wrong guesses: reads no drive has started are dropped,
@@ -317,16 +321,19 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
   auto& pred = predicted_[size_t(layer)];
   pred.assign(experts.begin(), experts.end());
   std::sort(pred.begin(), pred.end());
+  ranked_[size_t(layer)].assign(experts.begin(), experts.end());
   counters_.predicted_total += pred.size();
-  // A layer whose predictions keep missing only costs reads: measure on, read nothing.
-  if (recall_samples_[size_t(layer)] >= 8 && recall_[size_t(layer)] < kMinRecall) {
-    counters_.prefetch_suppressed += 1;
-    return;
-  }
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
-  for (int32_t e : pred) {
+  const double* prec = &precision_[size_t(layer) * kMaxRanks];
+  const double need = opt_.prefetch_min_precision;
+  for (size_t r = 0; r < experts.size(); ++r) {
+    const int32_t e = experts[r];
     if (budget == 0) break;
+    if (need > 0 && (r >= kMaxRanks || prec[r] < need)) {  // a guess that would not pay
+      counters_.prefetch_suppressed += 1;
+      continue;
+    }
     if (e < 0 || e >= m_.num_experts || find(layer, e) >= 0) continue;
     if (!m_.of(layer, e)[0].local) continue;  // fetched from the source only when really used
     int s = victim();

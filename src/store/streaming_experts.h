@@ -27,6 +27,9 @@ struct StreamOptions {
   uint64_t cache_bytes = 1ull << 30;
   ReaderOptions reader;
   bool prefetch = true;
+  // Read ahead only the predictions whose confidence rank (in their layer) was right at least this
+  // often lately (an EWMA that starts at 0: a rank earns it). 0 reads every prediction.
+  double prefetch_min_precision = 0.85;
   std::string heat_file;  // loaded at start, saved by save_heat(); empty = none
   // Fetches experts whose holders are not local yet (streamed installs); null = all must be local.
   std::shared_ptr<ExpertSource> source;
@@ -101,12 +104,16 @@ class StreamingExperts : public ExpertProvider {
   std::vector<size_t> to_fetch_, ticket_index_;
   std::vector<uint64_t> tickets_;
   size_t handed_count_ = 0;
-  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction (for recall)
-  // Per-layer recall (EWMA of |predicted ∩ requested| / |requested|); below kMinRecall after a
-  // few samples the layer's prefetch reads are suppressed (predictions are still scored).
-  static constexpr double kMinRecall = 0.35;
-  std::vector<double> recall_;
-  std::vector<int> recall_samples_;
+  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction, sorted (for recall)
+  std::vector<std::vector<int32_t>> ranked_;     // per layer, last prediction in confidence order
+  // Precision by layer and confidence rank: an EWMA of "the expert predicted at rank r was asked
+  // for". When the drives are the bottleneck a right guess saves no bandwidth (the expert would
+  // have been read anyway, only later) and moves a read into the little time the drives would idle
+  // during compute, while a wrong guess costs a whole read: guessing pays only when it is nearly
+  // always right. So rank r of a layer is read ahead only while its precision is at least
+  // StreamOptions::prefetch_min_precision (predictions are scored whether read or not).
+  static constexpr size_t kMaxRanks = 64;
+  std::vector<double> precision_;  // [layer][rank], kMaxRanks per layer
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
   Heat heat_;

@@ -16,6 +16,7 @@
 #include "runtime/generate.h"
 #include "store/prepare.h"
 #include "store/reader.h"
+#include "store/streaming_experts.h"
 
 namespace sluice {
 namespace {
@@ -76,6 +77,7 @@ class StoreTest : public ::testing::Test {
     o.experts = experts;
     o.cache_gb = cache_gb;
     o.prefetch = prefetch;
+    o.prefetch_precision = 0;  // with prefetch on, read every guess (the random routers' never earn the default)
     o.reader = reader;
     return runtime::Engine::load(o);
   }
@@ -178,7 +180,13 @@ TEST_F(StoreTest, CancelledPrefetchesChangeNothingButTheBytes) {
     ref = run_engine(*e, prompt, 6);
   }
   prepare(1);
-  auto e = engine("stream", double(slot_bytes()) * 24 / 1e9, true, "pread");
+  runtime::EngineOptions o;
+  o.model_dir = model_dir();
+  o.experts = "stream";
+  o.cache_gb = double(slot_bytes()) * 24 / 1e9;
+  o.reader = "pread";
+  o.prefetch_precision = 0;  // read every guess (a random router's guesses never earn the default)
+  auto e = runtime::Engine::load(o);
   e->store()->set_home_delay(0, 0.002);
   Outcome got = run_engine(*e, prompt, 6);
   EXPECT_EQ(got.logits, ref.logits);
@@ -189,6 +197,40 @@ TEST_F(StoreTest, CancelledPrefetchesChangeNothingButTheBytes) {
   uint64_t reads = 0;
   for (const auto& h : e->store()->home_stats()) reads += h.reads;
   EXPECT_EQ(c.bytes_read, reads * slot_bytes()) << "bytes counted for reads that never happened";
+}
+
+// The precision gate: a rank of a layer is read ahead only once its guesses were right often
+// enough lately. Step i predicts layer 1 as [x_i, b] (a new x each step) and asks for [x_i, c]:
+// rank 0 is always right, so its EWMA (from 0, weight 0.2) passes 0.85 after 9 steps and x_i is
+// read ahead from step 9 on; rank 1 is never right and never read.
+TEST_F(StoreTest, PrefetchReadsOnlyRanksThatEarnedIt) {
+  store::StreamOptions so;
+  so.cache_bytes = slot_bytes() * 20;
+  so.prefetch_min_precision = 0.85;
+  store::StreamingExperts s(prepare(1), so);
+  const int32_t b = 2, c = 1;
+  for (int step = 0; step < 16; ++step) {
+    EXPECT_EQ(s.counters().prefetch_issued, uint64_t(std::max(0, step - 9))) << "step " << step;
+    const int32_t x = 4 + step;
+    const int32_t guess[] = {x, b};
+    const int32_t asked[] = {c, x};  // ascending, as the model asks
+    s.prefetch(1, guess);
+    s.begin(1, asked);
+    kernels::ExpertView v;
+    while (s.next_ready(&v) >= 0) {
+    }
+    s.release(1);
+  }
+  EXPECT_EQ(s.counters().prefetch_issued, 7u);
+  EXPECT_EQ(s.counters().prefetch_used, 7u);
+  EXPECT_EQ(s.counters().prefetch_suppressed, 16u + 9u);  // rank 1 every step, rank 0 until it earned it
+  store::StreamOptions all = so;
+  all.prefetch_min_precision = 0;
+  store::StreamingExperts s2(prepare(1), all);
+  const int32_t guess[] = {5, b};
+  s2.prefetch(1, guess);
+  EXPECT_EQ(s2.counters().prefetch_issued, 2u);
+  EXPECT_EQ(s2.counters().prefetch_suppressed, 0u);
 }
 
 TEST_F(StoreTest, PrefillReadsEachRoutedExpertOncePerLayerPerPass) {

@@ -16,6 +16,7 @@ void MoeHost::reserve(int64_t experts, int64_t slots) {
   if (int64_t(offsets.capacity()) < experts + 1) offsets.reserve(size_t(experts + 1));
   if (int64_t(votes.capacity()) < experts) votes.reserve(size_t(experts));
   if (int64_t(chosen.capacity()) < experts) chosen.reserve(size_t(experts));
+  if (int64_t(best_rank.capacity()) < experts) best_rank.reserve(size_t(experts));
   if (int64_t(views.capacity()) < experts) views.reserve(size_t(experts));
   if (int64_t(view_members.capacity()) < experts) view_members.reserve(size_t(experts));
 }
@@ -137,21 +138,24 @@ void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, cons
   d.linear(pn, outs);
   Buf weights = d.scratch(BufType::F32, T, k);
   route_rows(d, s, w, logits, weights, host);
-  // Experts chosen by the most rows first (ties: lower id), capped at what the provider can hold.
+  // Confidence order: chosen by the most rows first, then by the best rank a row gave it (route
+  // order is descending score), then the lower id; capped at what the provider can hold.
   host.votes.assign(size_t(E), 0);
-  for (int32_t e : host.route) host.votes[size_t(e)] += 1;
+  host.best_rank.assign(size_t(E), int32_t(k));
+  for (size_t m = 0; m < host.route.size(); ++m) {
+    const int32_t e = host.route[m], r = int32_t(int64_t(m) % k);
+    host.votes[size_t(e)] += 1;
+    host.best_rank[size_t(e)] = std::min(host.best_rank[size_t(e)], r);
+  }
   host.chosen.clear();
   for (int32_t e = 0; e < int32_t(E); ++e)
     if (host.votes[size_t(e)]) host.chosen.push_back(e);
-  const size_t cap = experts.max_batch();
-  if (host.chosen.size() > cap) {
-    std::sort(host.chosen.begin(), host.chosen.end(), [&](int32_t a, int32_t b) {
-      const int32_t va = host.votes[size_t(a)], vb = host.votes[size_t(b)];
-      return va > vb || (va == vb && a < b);
-    });
-    host.chosen.resize(cap);
-    std::sort(host.chosen.begin(), host.chosen.end());
-  }
+  std::sort(host.chosen.begin(), host.chosen.end(), [&](int32_t a, int32_t b) {
+    const int32_t va = host.votes[size_t(a)], vb = host.votes[size_t(b)];
+    const int32_t ra = host.best_rank[size_t(a)], rb = host.best_rank[size_t(b)];
+    return va > vb || (va == vb && (ra < rb || (ra == rb && a < b)));
+  });
+  if (host.chosen.size() > experts.max_batch()) host.chosen.resize(experts.max_batch());
   experts.prefetch(layer, host.chosen);
 }
 

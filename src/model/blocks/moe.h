@@ -38,7 +38,7 @@ struct MoeHost {
   std::vector<int32_t> uni;      // the union of experts, ascending
   std::vector<int64_t> offsets;  // members of uni[i]: members[offsets[i] .. offsets[i+1])
   std::vector<int64_t> members;  // (row·k + slot) grouped by expert, ascending within each
-  std::vector<int32_t> votes, chosen;  // prediction
+  std::vector<int32_t> votes, chosen, best_rank;  // prediction
   std::vector<kernels::ExpertView> views;               // a group's views, for devices that group experts
   std::vector<std::span<const int64_t>> view_members;   // and their member lists
   void reserve(int64_t experts, int64_t slots);
@@ -48,8 +48,9 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
                  const kernels::Buf& x, kernels::Buf out, MoeHost& host, TargetCounters* counters);
 
 // Layer `layer`'s own norm and router applied to the previous layer's MLP input m_in: a guess at its
-// routes, handed to the provider as a prefetch (most-voted experts first, capped at what it holds
-// at once); the real router decides at that layer.
+// routes, handed to the provider as a prefetch in confidence order (most rows first, then the best
+// rank any row gave it, then the lower id; capped at what the provider holds at once); the real
+// router decides at that layer.
 void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
                  store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host);
 
