@@ -3,6 +3,7 @@
 
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "cli/usage_error.h"
 #include "core/error.h"
 #include "model/registry.h"
 #include "store/prepare.h"
@@ -15,7 +16,7 @@ Action register_prepare(CLI::App& app) {
     std::vector<std::string> homes;
     double replicate_hot = 0;
     int full_copy = -1;
-    bool no_measure = false;
+    bool no_measure = false, rebalance = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -24,11 +25,13 @@ Action register_prepare(CLI::App& app) {
       "Each layer's experts are spread over the homes in proportion to their read rates, as `sluice bench\n"
       "drives --home ...` measured them (its <home>/sluice-drive.json; equal shares when a home has none);\n"
       "--full-copy and --replicate-hot add replicas. After a new drive measurement, run prepare again to\n"
-      "re-place: layer files whose contents stay are kept.\n"
+      "re-place: layer files whose contents stay are kept; with --rebalance the records come from the\n"
+      "install's own homes (checked against the manifest), not the checkpoint.\n"
       "Resumable: run it again after an interruption.");
   sub->add_option("--model", a->model_dir, "Model directory (config.json + safetensors)")->required();
-  sub->add_option("--home", a->homes, "PATH[:CAPACITY] of a home, e.g. /mnt/nvme1/sluice:900G (repeat per drive)")
-      ->required()
+  sub->add_option("--home", a->homes,
+                  "PATH[:CAPACITY] of a home, e.g. /mnt/nvme1/sluice:900G (repeat per drive; with --rebalance the "
+                  "manifest's homes when none is given)")
       ->transform(home_spec());
   sub->add_option("--full-copy", a->full_copy, "Index (0-based, in --home order) of a home that gets every expert")
       ->transform(integer_in(0, 1 << 20));
@@ -36,6 +39,9 @@ Action register_prepare(CLI::App& app) {
       ->transform(number_in(0, 1));
   sub->add_option("--heat", a->heat, "Usage counts to rank experts (default: the model's sluice-heat.json)");
   sub->add_flag("--no-measure", a->no_measure, "Skip measuring each home's read bandwidth");
+  sub->add_flag("--rebalance", a->rebalance,
+                "Re-place an existing install (after `sluice bench drives`, or onto other homes) from its own homes, "
+                "without reading the checkpoint; the old install stays whole until the new manifest is written");
   return [a] {
     store::PrepareOptions opt;
     for (const auto& h : a->homes) opt.homes.push_back(store::parse_home_spec(h));
@@ -43,13 +49,17 @@ Action register_prepare(CLI::App& app) {
     opt.replicate_hot = a->replicate_hot;
     opt.heat_file = a->heat;
     opt.measure = !a->no_measure;
+    opt.rebalance = a->rebalance;
+    if (opt.homes.empty() && !opt.rebalance) usage_fail("--home is required (one per drive; or --rebalance)");
     opt.progress = [](uint64_t done, uint64_t total, const std::string& what) {
       std::fprintf(stderr, "\rprepare: %5.1f%%  %8.1f / %8.1f MB  %-40s", total ? 100.0 * done / total : 100.0,
                    done / 1e6, total / 1e6, what.c_str());
       if (done >= total) std::fprintf(stderr, "\n");
     };
     const std::vector<double> speeds = store::measured_drive_speeds(opt.homes);
-    if (opt.homes.size() > 1 && speeds.empty())
+    if (opt.rebalance && opt.homes.empty())
+      std::fprintf(stderr, "prepare: re-placing onto the manifest's homes from their own records\n");
+    else if (opt.homes.size() > 1 && speeds.empty())
       std::fprintf(stderr, "prepare: equal shares per home (no drive measurement on every home; `sluice bench drives "
                            "--home ...` measures them, and prepare then places by speed)\n");
     else if (opt.homes.size() > 1)

@@ -14,6 +14,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <optional>
+#include <map>
 #include <sstream>
 
 #include "core/arena.h"
@@ -200,6 +203,18 @@ void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
 // the checksums `sums`: a file an earlier prepare finished is kept only when it holds what this one
 // would write. The size alone does not say it: a prepare onto the same homes in another order, or
 // with other heat, gives a home other experts in a file of the same size.
+// Whether the `slot` bytes at `offset` of fd are a record with checksum `sum` (read into buf).
+bool read_record(int fd, uint64_t offset, size_t slot, uint64_t sum, std::byte* buf) {
+  size_t got = 0;
+  while (got < slot) {
+    ssize_t r = ::pread(fd, buf + got, slot - got, off_t(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  return got == slot && XXH3_64bits(buf, slot) == sum;
+}
+
 bool holds_records(const std::string& path, const std::vector<int64_t>& held, const std::vector<uint64_t>& sums,
                    size_t slot, std::byte* buf) {
   std::error_code ec;
@@ -208,19 +223,54 @@ bool holds_records(const std::string& path, const std::vector<int64_t>& held, co
   int fd = open_regular(path, O_RDONLY, why);
   if (fd < 0) return false;
   bool same = true;
-  for (size_t i = 0; i < held.size() && same; ++i) {
-    size_t got = 0;
-    while (got < slot) {
-      ssize_t r = ::pread(fd, buf + got, slot - got, off_t(i * slot + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += size_t(r);
-    }
-    same = got == slot && XXH3_64bits(buf, slot) == sums[size_t(held[i])];
-  }
+  for (size_t i = 0; i < held.size() && same; ++i) same = read_record(fd, i * slot, slot, sums[size_t(held[i])], buf);
   ::close(fd);
   return same;
 }
+
+// The records of one layer of an existing install, read from its homes: every file the old
+// manifest names for the layer is opened once, before anything of the layer is replaced, so a
+// rename over a path never changes what is read.
+class OldLayer {
+ public:
+  OldLayer(const Manifest& old, int64_t layer) : old_(old), layer_(layer) {
+    for (const auto& hs : old.holders[size_t(layer)])
+      for (const Holder& h : hs) {
+        const std::string path = old.homes[size_t(h.home)].path + "/" + h.file;
+        if (!h.local || fds_.count(path)) continue;
+        std::string why;
+        fds_[path] = open_regular(path, O_RDONLY, why);  // -1: that copy is missing; others may do
+      }
+  }
+  ~OldLayer() {
+    for (auto& [path, fd] : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  OldLayer(const OldLayer&) = delete;
+  OldLayer& operator=(const OldLayer&) = delete;
+  uint64_t sum(int64_t e) const {
+    const auto& hs = old_.holders[size_t(layer_)][size_t(e)];
+    for (const Holder& h : hs)
+      if (h.local) return h.xxh3;
+    fail("--rebalance: expert ", e, " of layer ", layer_, " has no copy on the homes yet (a streamed install ",
+         "still fetching it); run prepare without --rebalance");
+  }
+  // Fills buf with expert e's record from the first copy whose checksum matches.
+  void read(int64_t e, size_t slot, std::byte* buf) const {
+    for (const Holder& h : old_.holders[size_t(layer_)][size_t(e)]) {
+      auto it = fds_.find(old_.homes[size_t(h.home)].path + "/" + h.file);
+      if (it != fds_.end() && it->second >= 0 && h.length == slot && read_record(it->second, h.offset, slot, h.xxh3, buf))
+        return;
+    }
+    fail("--rebalance: no good copy of expert ", e, " of layer ", layer_,
+         " on the current homes (run prepare without --rebalance to read it from the checkpoint again)");
+  }
+
+ private:
+  const Manifest& old_;
+  int64_t layer_;
+  std::map<std::string, int> fds_;
+};
 
 }  // namespace
 
@@ -245,12 +295,33 @@ double measure_read_bandwidth(const std::string& home, const std::vector<std::st
   return done && s > 0 ? double(done) / s : 0.0;
 }
 
-Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt) {
+Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt_in) {
   const std::string config_text = read_text(model_dir + "/config.json");
   if (bank.empty()) fail(model_dir, ": the model has no routed experts to prepare");
   const ExpertLayout& layout = bank.layout;
   const std::string id = model_identity(config_text, layout);
-  format::TensorSet ts = format::TensorSet::open_dir(model_dir);
+  PrepareOptions opt = opt_in;
+  std::optional<Manifest> old;
+  std::optional<format::TensorSet> ts;
+  if (opt.rebalance) {
+    const std::string mp = manifest_path(model_dir);
+    if (!fs::exists(mp)) fail(model_dir, ": --rebalance needs a prepared install (no ", mp, "); run prepare first");
+    old = read_manifest(mp, bank, id);
+    if (opt.homes.empty())
+      for (const Home& h : old->homes) opt.homes.push_back({h.path, h.capacity_bytes, 0});
+  } else {
+    ts = format::TensorSet::open_dir(model_dir);
+  }
+  if (opt.homes.empty()) fail("prepare: no homes given");
+  // Every file (home path / relative name) a manifest's holders name.
+  auto files_of = [](const Manifest& m) {
+    std::set<std::string> out;
+    for (const auto& layer : m.holders)
+      for (const auto& hs : layer)
+        for (const Holder& h : hs) out.insert(m.homes[size_t(h.home)].path + "/" + h.file);
+    return out;
+  };
+  const std::set<std::string> old_files = old ? files_of(*old) : std::set<std::string>{};
 
   Heat heat(bank.num_layers, bank.num_experts);
   bool have_heat = false;
@@ -281,16 +352,23 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
   for (int64_t l = 0; l < bank.num_layers; ++l) {
     if (placement[size_t(l)].empty()) continue;
     m.holders[size_t(l)].resize(size_t(bank.num_experts));
-    // Checksums of this layer's records, computed from the source once.
+    // Checksums of this layer's records, computed from the source once (rebalance: the manifest's).
     std::vector<uint64_t> sums(static_cast<size_t>(bank.num_experts));
+    std::optional<OldLayer> from;
+    if (old) from.emplace(*old, l);
     auto fill_record = [&](int64_t e) {
-      auto seg = expert_segments(bank, ts, int(l), int(e));
+      if (from) return from->read(e, layout.slot_bytes, record.get());
+      auto seg = expert_segments(bank, *ts, int(l), int(e));
       layout.validate(seg, cat(model_dir, ": expert ", e, " of layer ", l));
       std::memset(record.get(), 0, layout.slot_bytes);
       for (size_t i = 0; i < seg.size(); ++i)
         std::memcpy(record.get() + layout.segments[i].offset, seg[i], layout.segments[i].bytes);
     };
     for (int64_t e = 0; e < bank.num_experts; ++e) {
+      if (from) {
+        sums[size_t(e)] = from->sum(e);
+        continue;
+      }
       fill_record(e);
       sums[size_t(e)] = XXH3_64bits(record.get(), layout.slot_bytes);
     }
@@ -301,10 +379,22 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
         if (std::find(hs.begin(), hs.end(), h) != hs.end()) held.push_back(e);
       }
       if (held.empty()) continue;
-      const std::string rel = expert_file(id, l);
-      const std::string path = opt.homes[size_t(h)].path + "/" + rel;
+      std::string rel = expert_file(id, l);
+      const std::string& home_path = opt.homes[size_t(h)].path;
+      bool same = false;
+      if (old) {
+        // A file the old manifest uses stays as it is until the new manifest is written: kept if
+        // it holds exactly these records, else the layer goes to the other of two names.
+        const std::string alt = rel.substr(0, rel.size() - 4) + ".b.bin";
+        const std::string cur = old_files.count(home_path + "/" + rel) ? rel : old_files.count(home_path + "/" + alt) ? alt : "";
+        if (!cur.empty()) {
+          same = holds_records(home_path + "/" + cur, held, sums, layout.slot_bytes, record.get());
+          rel = same ? cur : (cur == rel ? alt : rel);
+        }
+      }
+      const std::string path = home_path + "/" + rel;
       const uint64_t size = held.size() * layout.slot_bytes;
-      if (!holds_records(path, held, sums, layout.slot_bytes, record.get())) {
+      if (!same && !holds_records(path, held, sums, layout.slot_bytes, record.get())) {
         fs::create_directories(fs::path(path).parent_path());
         std::string tmp = path + ".tmp";
         int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -354,6 +444,11 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
     }
   }
   write_manifest(m, manifest_path(model_dir));
+  // The new manifest is in place: files only the old one used go (a crash before here left the old
+  // install whole; one after leaves at most unreferenced files).
+  const std::set<std::string> now = files_of(m);
+  for (const std::string& f : old_files)
+    if (!now.count(f)) ::unlink(f.c_str());
   return m;
 }
 

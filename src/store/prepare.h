@@ -2,7 +2,8 @@
 // one or more homes (4 KiB-aligned records, one read per expert), places them (each layer balanced
 // across homes by bytes, an optional full copy on one home, replicas of the hottest experts within
 // each home's capacity), measures each home's read bandwidth and writes the manifest atomically.
-// Resumable: finished layer files are kept; a home holding another model is refused.
+// Resumable: finished layer files are kept; a home holding another model is refused. --rebalance
+// re-places an install from its own homes.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,12 @@ struct PrepareOptions {
   // (or any unknown, 0): the rates `sluice bench drives` stored in each <home>/sluice-drive.json
   // when every home has one, else equal shares.
   std::vector<double> speeds;
+  // Re-place an existing install (after a new `sluice bench drives` measurement, or onto other
+  // homes) from the records on its current homes, checked against the manifest's checksums, without
+  // reading the checkpoint. Files that change are written beside the old ones and the old ones are
+  // removed only after the new manifest is in place: a crash leaves the old install whole. Homes
+  // default to the manifest's.
+  bool rebalance = false;
   std::function<void(uint64_t done, uint64_t total, const std::string& what)> progress;
 };
 

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <map>
 #include <thread>
 
 #include "core/arena.h"
@@ -421,6 +423,61 @@ TEST_F(StoreTest, PlacementBalancesEachLayerAcrossHomes) {
 // With `sluice bench drives` rates on every home, each layer's experts go to the homes in
 // proportion to them (the drives of one layer's reads then finish together); the rates go into the
 // manifest. A home without a measurement means equal shares for all.
+// --rebalance: an install re-placed by new drive speeds from its own homes, with the checkpoint's
+// shards gone: records land where the new speeds say, every read verifies, the run is
+// bit-identical, files only the old manifest used are removed, and a second rebalance with the
+// same speeds rewrites nothing. Without a manifest it is refused.
+TEST_F(StoreTest, RebalanceReplacesFromTheHomesWithoutTheCheckpoint) {
+  auto prompt = prompt_ids(6);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 6);
+  }
+  store::PrepareOptions bad;
+  bad.rebalance = true;
+  EXPECT_NE(testing::error_of([&] { store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), bad); })
+                .find("needs a prepared install"),
+            std::string::npos);
+  const store::Manifest before = prepare(2);  // equal shares
+  // The checkpoint's tensors move away: only config.json (the identity) stays.
+  const std::string aside = dir_ / "aside";
+  fs::create_directories(aside);
+  for (const auto& f : fs::directory_iterator(model_dir()))
+    if (f.path().extension() == ".safetensors") fs::rename(f.path(), aside + "/" + f.path().filename().string());
+  store::PrepareOptions opt;
+  opt.rebalance = true;
+  opt.measure = false;
+  opt.speeds = {3e8, 1e8};  // home 0 three times as fast
+  const store::Manifest after = store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
+  EXPECT_GT(after.bytes_on_home(0), 2 * after.bytes_on_home(1));
+  EXPECT_LT(before.bytes_on_home(0), 2 * before.bytes_on_home(1));
+  // Every file the manifest names exists; every old file it no longer names is gone.
+  std::set<std::string> named;
+  for (const auto& layer : after.holders)
+    for (const auto& hs : layer)
+      for (const store::Holder& h : hs) named.insert(after.homes[size_t(h.home)].path + "/" + h.file);
+  for (const std::string& f : named) EXPECT_TRUE(fs::exists(f)) << f;
+  for (int h = 0; h < 2; ++h)
+    for (const auto& f : fs::recursive_directory_iterator(home(h)))
+      if (f.path().extension() == ".bin") {
+        EXPECT_TRUE(named.count(f.path().string())) << "left behind: " << f.path();
+      }
+  for (const auto& f : fs::directory_iterator(aside)) fs::rename(f.path(), model_dir() + "/" + f.path().filename().string());
+  {
+    auto e = engine("stream", double(slot_bytes()) * 9 / 1e9, true, "pread");
+    Outcome got = run_engine(*e, prompt, 6);
+    EXPECT_EQ(got.logits, ref.logits);
+    EXPECT_EQ(got.tokens, ref.tokens);
+  }
+  // Again with the same speeds: every file is kept (same names, same modification times).
+  std::map<std::string, fs::file_time_type> times;
+  for (const std::string& f : named) times[f] = fs::last_write_time(f);
+  const store::Manifest again = store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
+  for (const std::string& f : named) EXPECT_EQ(fs::last_write_time(f), times[f]) << "rewritten: " << f;
+  EXPECT_EQ(again.bytes_on_home(0), after.bytes_on_home(0));
+}
+
 TEST_F(StoreTest, PlacementFollowsMeasuredDriveSpeeds) {
   const double rates[] = {300e6, 150e6, 50e6};
   for (int i = 0; i < 3; ++i) {
