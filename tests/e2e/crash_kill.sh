@@ -12,7 +12,7 @@
 # SLUICE_CRASH_SEED=<seed> to repeat them, SLUICE_CRASH_POINTS=<k> for more per command
 # (SLUICE_CRASH_ALL_COMMITS=0 samples the renames and unlinks too: the sanitizer run's budget).
 #
-# Commands: prepare (first, and again with its homes swapped), setup --full, setup --stream, its
+# Commands: prepare (first, again with its homes swapped, and --rebalance so), setup --full, setup --stream, its
 # first run (experts fetched mid-generation) and warm --fetch, upgrade (v1 -> v2 manifest),
 # verify --repair, and the heat file a run writes on exit.
 set -euo pipefail
@@ -149,6 +149,10 @@ pre_reprepare() {
   "$sluice" prepare --model "$work/m" --home "$work/h1" --home "$work/h2" --no-measure >/dev/null 2>&1
 }
 crash re-prepare pre_reprepare check_run -- "$sluice" prepare --model "$work/m" --home "$work/h2" --home "$work/h1" --no-measure
+
+# --- rebalance (records from the homes, not the checkpoint) onto the swapped homes: every layer
+# file changes; the old ones must stay whole until the new manifest is written.
+crash rebalance pre_reprepare check_run -- "$sluice" prepare --model "$work/m" --home "$work/h2" --home "$work/h1" --no-measure --rebalance
 
 # --- heat: a streamed run writes sluice-heat.json as it exits; a kill must leave the old file or
 # the new one, whole.
