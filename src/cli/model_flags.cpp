@@ -53,7 +53,7 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                       "Pre-read a predicted expert only if predictions of its rank were right at least this often "
                       "lately (0..1; 0 pre-reads every prediction). When the drives are the bottleneck a wrong "
                       "guess costs a whole read and a right one saves little, hence the high default")
-          ->default_val(0.85)
+          ->default_val(0.95)
           ->transform(number_in(0, 1));
   f.reader_opt = sub->add_option("--reader", f.engine.reader, "Expert read engine: auto, io_uring or pread")
                      ->default_val("auto")

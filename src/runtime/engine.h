@@ -30,7 +30,7 @@ struct EngineOptions {
   std::string experts = "auto";  // auto (stream if prepared) | stream | resident
   double cache_gb = 1.0;
   bool prefetch = true;
-  double prefetch_precision = 0.85;  // StreamOptions::prefetch_min_precision
+  double prefetch_precision = 0.95;  // StreamOptions::prefetch_min_precision
   std::string reader = "auto";   // auto | io_uring | pread
   bool verify_reads = true;
   int queue_depth = 4;

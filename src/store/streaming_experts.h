@@ -29,7 +29,7 @@ struct StreamOptions {
   bool prefetch = true;
   // Read ahead only the predictions whose confidence rank (in their layer) was right at least this
   // often lately (an EWMA that starts at 0: a rank earns it). 0 reads every prediction.
-  double prefetch_min_precision = 0.85;
+  double prefetch_min_precision = 0.95;
   std::string heat_file;  // loaded at start, saved by save_heat(); empty = none
   // Fetches experts whose holders are not local yet (streamed installs); null = all must be local.
   std::shared_ptr<ExpertSource> source;
