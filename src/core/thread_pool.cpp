@@ -7,7 +7,7 @@
 // So a worker that finished a range polls the generation for up to kSpin before it parks on the
 // condition variable, and the caller polls the pending count likewise before it parks. Whoever
 // publishes (a new generation, the last range done) notifies only when the other side announced that it
-// parks (sleepers_, caller_parked_; sequentially consistent, see park/publish below), so the common
+// parks (sleepers_, caller_parked_; sequentially consistent, see worker_loop and run), so the common
 // case takes no lock at all.
 #include "core/thread_pool.h"
 
@@ -136,12 +136,9 @@ void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
     caller_parked_.store(false);
   }
   if (mine) std::rethrow_exception(mine);
-  std::exception_ptr theirs;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    theirs = error_;
-  }
-  if (theirs) std::rethrow_exception(theirs);
+  // A worker sets error_ (under mu_, against the other workers) before its pending_ decrement,
+  // which this thread has seen reach 0: no lock is needed to read it.
+  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace sluice

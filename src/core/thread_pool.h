@@ -59,7 +59,7 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};     // workers parked on cv_work_
   std::atomic<bool> caller_parked_{false};
   std::atomic<bool> stop_{false};
-  std::exception_ptr error_;  // under mu_
+  std::exception_ptr error_;  // set by workers under mu_; read by run() once pending_ is 0
 };
 
 }  // namespace sluice

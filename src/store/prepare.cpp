@@ -13,10 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
-#include <set>
-#include <optional>
 #include <map>
+#include <numeric>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/arena.h"
@@ -199,10 +199,6 @@ void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
   }
 }
 
-// Whether the file at `path` holds exactly the records `held` (in order), each `slot` bytes, with
-// the checksums `sums`: a file an earlier prepare finished is kept only when it holds what this one
-// would write. The size alone does not say it: a prepare onto the same homes in another order, or
-// with other heat, gives a home other experts in a file of the same size.
 // Whether the `slot` bytes at `offset` of fd are a record with checksum `sum` (read into buf).
 bool read_record(int fd, uint64_t offset, size_t slot, uint64_t sum, std::byte* buf) {
   size_t got = 0;
@@ -214,6 +210,11 @@ bool read_record(int fd, uint64_t offset, size_t slot, uint64_t sum, std::byte* 
   }
   return got == slot && XXH3_64bits(buf, slot) == sum;
 }
+
+// Whether the file at `path` holds exactly the records `held` (in order), each `slot` bytes, with
+// the checksums `sums`: a file an earlier prepare finished is kept only when it holds what this one
+// would write. The size alone does not say it: a prepare onto the same homes in another order, or
+// with other heat, gives a home other experts in a file of the same size.
 
 bool holds_records(const std::string& path, const std::vector<int64_t>& held, const std::vector<uint64_t>& sums,
                    size_t slot, std::byte* buf) {

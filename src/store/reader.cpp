@@ -161,12 +161,23 @@ uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent
   j.dst = dst;
   j.urgent = urgent;
   jobs_.emplace(t, std::move(j));
+  enqueue(t, urgent);
+  return t;
+}
+
+void ExpertReader::enqueue(uint64_t ticket, bool urgent) {
   auto at = queue_.end();
   if (urgent)  // after the demand reads already waiting, before any prefetch
     at = std::find_if(queue_.begin(), queue_.end(), [&](uint64_t id) { return !jobs_.at(id).urgent; });
-  queue_.insert(at, t);
+  queue_.insert(at, ticket);
   cv_job_.notify_all();
-  return t;
+}
+
+void ExpertReader::charge(const Job& j, const Holder& h, int sign) {
+  inflight_[size_t(h.home)] += sign;
+  prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : sign;
+  if (sign > 0) inflight_bytes_[size_t(h.home)] += h.length;
+  else inflight_bytes_[size_t(h.home)] -= h.length;
 }
 
 bool ExpertReader::cancel(uint64_t ticket) {
@@ -188,8 +199,7 @@ void ExpertReader::promote(uint64_t ticket) {
   if (q == queue_.end()) return;
   queue_.erase(q);
   it->second.urgent = true;
-  queue_.insert(std::find_if(queue_.begin(), queue_.end(), [&](uint64_t id) { return !jobs_.at(id).urgent; }), ticket);
-  cv_job_.notify_all();
+  enqueue(ticket, true);
 }
 
 bool ExpertReader::ready(uint64_t ticket) {
@@ -283,9 +293,7 @@ bool ExpertReader::check(const Job& j, const Holder& h) const {
 void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds) {
   const Holder& h = m_.of(j.layer, j.expert)[size_t(j.holder)];
   HomeStats& s = stats_[size_t(h.home)];
-  inflight_[size_t(h.home)] -= 1;
-  prefetch_inflight_[size_t(h.home)] -= j.urgent ? 0 : 1;
-  inflight_bytes_[size_t(h.home)] -= h.length;
+  charge(j, h, -1);
   if (ok) {
     s.reads += 1;
     s.bytes += h.length;
@@ -339,9 +347,7 @@ void ExpertReader::pread_worker() {
     j.holder = holder;
     j.state = 1;
     const Holder h = m_.of(j.layer, j.expert)[size_t(holder)];
-    inflight_[size_t(h.home)] += 1;
-    prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : 1;
-    inflight_bytes_[size_t(h.home)] += h.length;
+    charge(j, h, +1);
     std::string why;
     int fd = open_file(h.home, h.file, why);
     double delay = delay_[size_t(h.home)];
@@ -405,9 +411,7 @@ void ExpertReader::uring_loop() {
         std::string why;
         int fd = open_file(h.home, h.file, why);
         j.holder = holder;
-        inflight_[size_t(h.home)] += 1;
-        prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : 1;
-        inflight_bytes_[size_t(h.home)] += h.length;
+        charge(j, h, +1);
         uint64_t id = *it;
         it = queue_.erase(it);
         if (fd < 0) {
@@ -417,9 +421,7 @@ void ExpertReader::uring_loop() {
         }
         io_uring_sqe* sqe = io_uring_get_sqe(ring);
         if (!sqe) {  // ring full: undo and retry after completions
-          inflight_[size_t(h.home)] -= 1;
-          prefetch_inflight_[size_t(h.home)] -= j.urgent ? 0 : 1;
-          inflight_bytes_[size_t(h.home)] -= h.length;
+          charge(j, h, -1);
           queue_.push_front(id);
           break;
         }

@@ -101,6 +101,11 @@ class ExpertReader {
     std::string error;
   };
   int pick_holder(Job& j);                   // under mu_; -1 if none left
+  // Under mu_: puts a queued ticket in line (a demand read after the waiting demand reads, before
+  // any prefetch; a prefetch last) and wakes the readers.
+  void enqueue(uint64_t ticket, bool urgent);
+  // Under mu_: counts an attempt of j on holder h in (+1) or out (-1) of its home's queue.
+  void charge(const Job& j, const Holder& h, int sign);
   void finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds);  // under mu_
   int open_file(int home, const std::string& file, std::string& why);  // under mu_; -1 and why on failure
   bool check(const Job& j, const Holder& h) const;

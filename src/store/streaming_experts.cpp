@@ -41,7 +41,6 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   slots_.resize(n);
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
   predicted_.resize(size_t(m_.num_layers));
-  ranked_.resize(size_t(m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
   precision_.assign(size_t(m_.num_layers) * kMaxRanks, 0.0);
   if (!(opt_.prefetch_min_precision >= 0 && opt_.prefetch_min_precision <= 1))
@@ -145,18 +144,20 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
   ++tick_;
   heat_.record(layer, experts.data(), experts.size());
-  // Recall of the last prediction for this layer.
-  auto& pred = predicted_[size_t(layer)];
-  if (!pred.empty()) {
+  // Recall of the last prediction for this layer, and each of its ranks' precision (the request is
+  // ascending and the prediction holds each expert once).
+  auto& ranked = predicted_[size_t(layer)];
+  if (!ranked.empty()) {
+    double* prec = &precision_[size_t(layer) * kMaxRanks];
     size_t right = 0;
-    for (int32_t e : experts) right += std::binary_search(pred.begin(), pred.end(), e);
+    for (size_t r = 0; r < ranked.size(); ++r) {
+      const bool hit = std::binary_search(experts.begin(), experts.end(), ranked[r]);
+      right += hit;
+      if (r < kMaxRanks) prec[r] = 0.8 * prec[r] + 0.2 * (hit ? 1.0 : 0.0);
+    }
     counters_.predicted_correct += right;
     counters_.actual_total += experts.size();
-    const auto& ranked = ranked_[size_t(layer)];
-    double* prec = &precision_[size_t(layer) * kMaxRanks];
-    for (size_t r = 0; r < ranked.size() && r < kMaxRanks; ++r)
-      prec[r] = 0.8 * prec[r] + 0.2 * (std::binary_search(experts.begin(), experts.end(), ranked[r]) ? 1.0 : 0.0);
-    pred.clear();
+    ranked.clear();
   }
   // Unclaimed prefetches of this layer were wrong guesses: reads no drive has started are dropped,
   // the others become ordinary cache entries when they land.
@@ -318,11 +319,8 @@ void StreamingExperts::release(int) {
 
 void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
   if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty()) return;
-  auto& pred = predicted_[size_t(layer)];
-  pred.assign(experts.begin(), experts.end());
-  std::sort(pred.begin(), pred.end());
-  ranked_[size_t(layer)].assign(experts.begin(), experts.end());
-  counters_.predicted_total += pred.size();
+  predicted_[size_t(layer)].assign(experts.begin(), experts.end());
+  counters_.predicted_total += experts.size();
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
   const double* prec = &precision_[size_t(layer) * kMaxRanks];

@@ -104,8 +104,7 @@ class StreamingExperts : public ExpertProvider {
   std::vector<size_t> to_fetch_, ticket_index_;
   std::vector<uint64_t> tickets_;
   size_t handed_count_ = 0;
-  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction, sorted (for recall)
-  std::vector<std::vector<int32_t>> ranked_;     // per layer, last prediction in confidence order
+  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction in confidence order
   // Precision by layer and confidence rank: an EWMA of "the expert predicted at rank r was asked
   // for". When the drives are the bottleneck a right guess saves no bandwidth (the expert would
   // have been read anyway, only later) and moves a read into the little time the drives would idle

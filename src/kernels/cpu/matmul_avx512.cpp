@@ -128,9 +128,9 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // vpermps per 16 on 64-byte loads, vpermw per 32) this one costs least, about 4 cycles per
 // block and row at n = 1 against about 2.5 for the FMAs alone, so n = 1 is bound by the core,
 // not by memory. One vector (decode) goes nibble position by nibble position across four rows,
-// so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.66-0.73 of the
+// so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.65-0.68 of the
 // read floor on one Zen 5 core, same bits). With n > 1 the 10 FMA-pipe operations per chunk and
-// vector bound the tile: n = 8 costs about 4x n = 1, whatever the decode costs.
+// vector bound the tile: n = 8 costs 4.7-5x n = 1, whatever the decode costs.
 constexpr int64_t kChunkCols = 128;
 constexpr int64_t kChunkBlocks = kChunkCols / 32;
 
@@ -302,22 +302,11 @@ void mxfp4_vectors(const uint8_t* packed, const uint8_t* scales, int64_t cols, c
   }
 }
 
-template <int R, int VT>
+template <int R>
 void mxfp4_rows(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, int64_t n,
                 float* y, int64_t ldy) {
   if (n == 1) mxfp4_tile_one<R>(packed, scales, cols, xp, y);
-  else mxfp4_vectors<R, VT>(packed, scales, cols, xp, pcols, n, y, ldy);
-}
-
-template <int R, int VT>
-void mxfp4_row_range(const Weight& w, const float* xp, int64_t pcols, int64_t n, float* y, int64_t ldy, int64_t r0,
-                     int64_t r1) {
-  const int64_t cols = w.cols, blocks = cols / 32;
-  const uint8_t* P = static_cast<const uint8_t*>(w.data);
-  const uint8_t* S = static_cast<const uint8_t*>(w.scales);
-  int64_t r = r0;
-  for (; r + R <= r1; r += R) mxfp4_rows<R, VT>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
-  for (; r < r1; ++r) mxfp4_rows<1, VT>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  else mxfp4_vectors<R, kVecTile>(packed, scales, cols, xp, pcols, n, y, ldy);
 }
 
 void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
@@ -328,7 +317,13 @@ void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n
   for (int64_t i = 0; i < n; ++i) permute_activations(x + i * ldx, cols, xp + i * pcols);
   // Tiles of 4 rows: 4 vectors at a time (fewer rows or more vectors per tile measured slower: the
   // products are bound by the FMA pipes once n > 1), one vector nibble position by nibble position.
-  mxfp4_row_range<kRowTile, kVecTile>(w, xp, pcols, n, y, ldy, r0, r1);
+  const int64_t blocks = cols / 32;
+  const uint8_t* P = static_cast<const uint8_t*>(w.data);
+  const uint8_t* S = static_cast<const uint8_t*>(w.scales);
+  int64_t r = r0;
+  for (; r + kRowTile <= r1; r += kRowTile)
+    mxfp4_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
+  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".

@@ -1,7 +1,6 @@
 // Scalar reference products: the oracle for the SIMD versions. One fp32 accumulator per output,
 // summed in column order.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -67,13 +66,6 @@ void matmul_mxfp4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n
   }
 }
 
-// Every e4m3 byte's value (e4m3_to_f32), looked up rather than recomputed per weight.
-const std::array<float, 256> kE4M3Values = [] {
-  std::array<float, 256> t{};
-  for (int b = 0; b < 256; ++b) t[size_t(b)] = e4m3_to_f32(uint8_t(b));
-  return t;
-}();
-
 // FP8 e4m3 with one F32 scale per 128x128 block: each row's 128-column blocks are summed against
 // x exactly widened, then scaled by the block's scale (DeepSeek-V3's weight_scale_inv); edge blocks
 // are partial. The scale is not a power of two, so this equals Σ (W·s)·x up to rounding order.
@@ -81,6 +73,7 @@ void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, 
                        int64_t r1) {
   const uint8_t* W = static_cast<const uint8_t*>(w.data);
   const float* S = static_cast<const float*>(w.scales);
+  const float* e4m3 = e4m3_table();
   const int64_t col_blocks = (w.cols + kFp8Block - 1) / kFp8Block;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = W + r * w.cols;
@@ -91,7 +84,7 @@ void matmul_fp8_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n, 
       for (int64_t b = 0; b < col_blocks; ++b) {
         const int64_t c1 = std::min(w.cols, (b + 1) * kFp8Block);
         float part = 0.0f;
-        for (int64_t c = b * kFp8Block; c < c1; ++c) part += kE4M3Values[row[c]] * xi[c];
+        for (int64_t c = b * kFp8Block; c < c1; ++c) part += e4m3[row[c]] * xi[c];
         acc += part * srow[b];
       }
       y[i * ldy + r] = acc;

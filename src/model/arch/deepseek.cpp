@@ -22,12 +22,7 @@ DType linear_dtype(const format::DeepSeekConfig& c) {
 // DeepSeek's weight_dequant and transformers' FP8 dequantization compute.
 std::vector<float> widen_fp8(const kernels::Weight& w) {
   std::vector<float> out(size_t(w.rows * w.cols));
-  const auto* q = static_cast<const uint8_t*>(w.data);
-  const auto* s = static_cast<const float*>(w.scales);
-  const int64_t B = kernels::kFp8Block, col_blocks = (w.cols + B - 1) / B;
-  for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t j = 0; j < w.cols; ++j)
-      out[size_t(r * w.cols + j)] = e4m3_to_f32(q[r * w.cols + j]) * s[(r / B) * col_blocks + j / B];
+  for (int64_t r = 0; r < w.rows; ++r) kernels::fp8_widen_row(w, r, out.data() + r * w.cols);
   return out;
 }
 
