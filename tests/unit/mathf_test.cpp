@@ -6,8 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/lanes.h"
+#include "kernels/device.h"
 #include "kernels/mathf.h"
 
 namespace sluice::mathf {
@@ -116,3 +120,64 @@ TEST(Mathf, FourLaneExpIsMathfExpInEveryLane) {
 
 }  // namespace
 }  // namespace sluice::mathf
+
+namespace sluice::kernels {
+namespace {
+
+// Every ISA's gated activations give the scalar loop's bits (its own oracle, mathf.h's functions)
+// for every element: a sweep of the whole float range for g and u (every 4093rd bit pattern: both
+// signs, subnormals, infinities, NaNs, the exp paths past 2^±126), a fine sweep of [-120, 120]
+// (where tanh, σ and the clamps change branch) and every tail length of a 16-lane loop. A NaN
+// matches any NaN (which operand's payload an IEEE operation passes on is the compiler's operand
+// order, in the scalar loop too).
+TEST(Mathf, GatedActivationsOfEveryIsaAreTheScalarLoop) {
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b); };
+  std::vector<float> g0, u0;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4093) {
+    const uint32_t gb = uint32_t(b), ub = uint32_t(b * 2654435761u + 12345u);
+    float x, y;
+    std::memcpy(&x, &gb, 4);
+    std::memcpy(&y, &ub, 4);
+    g0.push_back(x);
+    u0.push_back(y);
+  }
+  for (int i = 0; i <= 240000; ++i) {
+    g0.push_back(-120.0f + float(i) * 0.001f);
+    u0.push_back(120.0f - float(i) * 0.001f * 1.37f);
+  }
+  Activation situ_k3{ActKind::SiTU, 4.0f, 25.0f}, situ_1{ActKind::SiTU, 1.0f, 1.0f}, silu{ActKind::SiLU},
+      swiglu{ActKind::ClampedSwiGLU};
+  auto bits_equal = [&](const std::vector<float>& a, const std::vector<float>& b, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (!same(a[i], b[i])) return false;
+    return true;
+  };
+  int isas = 0;
+  for (const Isa* isa : available_isas()) {
+    ++isas;
+    for (const Activation& a : {situ_k3, situ_1, silu, swiglu}) {
+      SCOPED_TRACE(std::string(isa->name) + " activation " + std::to_string(int(a.kind)));
+      std::vector<float> want = g0, got = g0;
+      gated_act_scalar(a, want.data(), u0.data(), int64_t(want.size()));
+      isa->gated_act(a, got.data(), u0.data(), int64_t(got.size()));
+      size_t first_bad = got.size();
+      for (size_t i = 0; i < got.size() && first_bad == got.size(); ++i)
+        if (!same(got[i], want[i])) first_bad = i;
+      size_t nans = 0;
+      for (float x : want) nans += x != x;
+      EXPECT_GT(nans, 1000u) << "the sweep must reach NaN results";
+      EXPECT_EQ(first_bad, got.size()) << "g=" << g0[std::min(first_bad, g0.size() - 1)]
+                                       << " u=" << u0[std::min(first_bad, u0.size() - 1)];
+      for (int64_t n = 1; n <= 40; ++n) {
+        std::vector<float> t_want(g0.end() - 100000, g0.end() - 100000 + n), t_got = t_want;
+        gated_act_scalar(a, t_want.data(), u0.data() + 7, n);
+        isa->gated_act(a, t_got.data(), u0.data() + 7, n);
+        EXPECT_TRUE(bits_equal(t_got, t_want, size_t(n))) << "length " << n;
+      }
+    }
+  }
+  EXPECT_GE(isas, 1);
+}
+
+}  // namespace
+}  // namespace sluice::kernels

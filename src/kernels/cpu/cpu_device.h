@@ -89,7 +89,8 @@ class CpuDevice final : public Device {
 };
 
 // g ← act(g, u) over n elements (the body of gated_act and of the routed experts' activation).
-void gated_activation(const Activation& a, float* g, const float* u, int64_t n);
+// Elements are split over the thread pool; each range runs the ISA's gated_act.
+void gated_activation(const Isa& isa, const Activation& a, float* g, const float* u, int64_t n);
 
 // Element pointer of row r of a CPU Buf.
 inline float* row_ptr(const Buf& b, int64_t r) { return static_cast<float*>(b.p) + r * b.ld; }

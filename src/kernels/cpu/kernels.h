@@ -12,9 +12,13 @@
 
 namespace sluice::kernels {
 
+struct Activation;  // kernels/device.h
+
 // y[i*ldy + r] = sum_c W[r,c] * x[i*ldx + c] for i in [0,n), r in [r0,r1). fp32 accumulation.
 using MatmulFn = void (*)(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy,
                           int64_t r0, int64_t r1);
+// g[i] = act(g[i], u[i]) for i in [0, n): element by element, the same bits on every ISA.
+using GatedActFn = void (*)(const Activation& a, float* g, const float* u, int64_t n);
 
 struct Isa {
   const char* name;
@@ -23,6 +27,7 @@ struct Isa {
   MatmulFn matmul_mxfp4;
   MatmulFn matmul_fp8;   // FP8 e4m3 with 128x128 F32 block scales
   MatmulFn matmul_int4;  // INT4_G32: packed int4 with BF16 scales per 32 columns
+  GatedActFn gated_act;  // SiTU, SiLU·u, clamped SwiGLU (mathf.h's functions, lane by lane)
 };
 
 const Isa& scalar_isa();
@@ -38,6 +43,9 @@ void matmul_int4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, f
                       int64_t r1);
 void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                         int64_t r1);
+// The gated activations: the scalar loop (ops.cpp) and its 16-lane form (act_avx512.cpp).
+void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
+void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
 const Isa* avx512_isa();  // likewise
 std::vector<const Isa*> available_isas();  // scalar first

@@ -1,8 +1,10 @@
 // Element-wise ops in fp32 (reference versions; they are a small share of run time). The
 // transcendentals are mathf.h's, the same on every device.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/device.h"
 #include "kernels/mathf.h"
 
 namespace sluice::kernels {
@@ -29,6 +31,23 @@ float sigmoid(float x) { return mathf::sigmoid(x); }
 float silu(float x) { return mathf::silu(x); }
 float softplus(float x) { return mathf::softplus(x); }
 float situ(float g, float u, float beta_g, float beta_u) { return mathf::situ(g, u, beta_g, beta_u); }
+
+void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n) {
+  switch (a.kind) {
+    case ActKind::SiTU:
+      for (int64_t i = 0; i < n; ++i) g[i] = situ(g[i], u[i], a.beta_gate, a.beta_up);
+      break;
+    case ActKind::SiLU:
+      for (int64_t i = 0; i < n; ++i) g[i] = silu(g[i]) * u[i];
+      break;
+    case ActKind::ClampedSwiGLU:
+      for (int64_t i = 0; i < n; ++i) {
+        const float gc = std::min(g[i], a.limit), uc = std::clamp(u[i], -a.limit, a.limit);
+        g[i] = (uc + 1.0f) * (gc * sigmoid(gc * a.alpha));
+      }
+      break;
+  }
+}
 
 void softmax(float* x, int64_t n) {
   float m = x[0];
