@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unistd.h>
 #include <vector>
@@ -304,6 +305,42 @@ const char* type_tag(WeightType t) {
   return "f32";
 }
 
+// The CPU's fp32 multiply-add peak: 12 independent chains of 16-lane FMAs per thread, all in
+// registers (no memory, no dependence within a latency window), as floating-point operations per
+// second (an FMA counts two). No product, attention or recurrence computes faster: the FLOP floor
+// of a pass is its FLOP count (Device::flops) over this rate, measured in the same run.
+__attribute__((target("avx512f,fma"))) float fma_chains_avx512(int64_t iters, float seed) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  float sum = 0;
+  for (float x : lanes) sum += x;
+  return sum;
+}
+
+void fma_peak(benchmark::State& st, int threads) {
+  constexpr int64_t kIters = 2'000'000;  // 384 M FLOPs per thread: a few tens of ms
+  double flops = 0;
+  for (auto _ : st) {
+    std::vector<std::thread> pool;
+    std::vector<float> sink(static_cast<size_t>(threads));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { sink[size_t(t)] = fma_chains_avx512(kIters, float(t)); });
+    for (auto& th : pool) th.join();
+    st.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    benchmark::DoNotOptimize(sink.data());
+    flops += double(threads) * double(kIters) * 12 * 16 * 2;
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,6 +381,11 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+    for (int threads : {1, int(sluice::ThreadPool::global().size())})
+      benchmark::RegisterBenchmark(("fma_peak/avx512/threads:" + std::to_string(threads)).c_str(),
+                                   [=](benchmark::State& st) { fma_peak(st, threads); })
+          ->UseManualTime();
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

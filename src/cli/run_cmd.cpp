@@ -207,6 +207,9 @@ int run(RunArgs& a) {
   if (!a.model.sampling.greedy()) start["seed"] = a.model.sampling.seed;
   events.emit(start);
   uint64_t bytes_before = 0;
+  // The device's count of floating-point operations (Device::flops) spent by the prefill.
+  const uint64_t flops_at_start = engine->device().flops();
+  uint64_t prefill_flops = 0;
   runtime::GenerateOptions opt = generate_options(a.model);
   opt.max_new = std::min<int64_t>(a.max_new, max_context - int64_t(prompt.size()));
   opt.stop_at_eos = !a.no_eos;
@@ -248,6 +251,7 @@ int run(RunArgs& a) {
   auto on_step = [&](const runtime::StepInfo& s) {
     uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
     bool first = s.decision == "prefill";
+    if (first) prefill_flops = engine->device().flops() - flops_at_start;
     events.emit({{"event", first ? "prefill_done" : "decode_step"},
                  {"duration_ms", s.ms},
                  {"t_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
@@ -306,6 +310,7 @@ int run(RunArgs& a) {
     nlohmann::json j = {{"prompt_ids", prompt},
                         {"generated_ids", r.generated},
                         {"prefill_ms", r.prefill_ms},
+                        {"prefill_flops", prefill_flops},
                         {"decode_ms", r.decode_ms},
                         {"stop_reason", r.stop_reason},
                         {"steps", r.steps},
@@ -401,7 +406,8 @@ Action register_run(CLI::App& app) {
       ->check(one_of({"summary", "verbose"}))
       ->option_text("[=verbose]");
   sub->add_flag("--json", a->json,
-                "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, decode_ms, stop_reason (and "
+                "Print one JSON object on stdout: prompt_ids, generated_ids, prefill_ms, prefill_flops (the device's count of "
+                "floating-point operations in products, attention and recurrences; 0 on a device that does not count), decode_ms, stop_reason (and "
                 "seed when sampling)");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
   sub->add_option("--top-logits", a->top_logits,

@@ -153,6 +153,10 @@ class Device {
   // "cpu/avx512", "cuda:0/sm_90a NVIDIA H200": printed with every result.
   virtual std::string name() const = 0;
   virtual Place place() const = 0;
+  // Floating-point operations of the products, attention and recurrences run so far (a multiply-add
+  // counts two; element-wise ops are not counted): the work a FLOP floor divides by a peak rate. 0
+  // where the device does not count.
+  virtual uint64_t flops() const { return 0; }
 
   // Memory. alloc() is for what outlives a pass (states, caches, records): zeroed, freed by free().
   // Scratch is a bump arena: scratch() takes from it, scratch_reset(mark) returns everything taken

@@ -99,29 +99,6 @@ void tile_softmax(float* sT, const int64_t* n) {
 
 // ctx[j] += s[p·stride]·lat[p, j] for p = p0..p1-1 in order, every j of kvr: the accumulators
 // stay in registers across the positions of the block.
-void context_rows(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
-  int64_t j = 0;
-  for (; j + 32 <= kvr; j += 32) {
-    v4 c[8];
-    for (int k = 0; k < 8; ++k) c[k] = load4(ctx + j + 4 * k);
-    for (int64_t p = p0; p < p1; ++p) {
-      const v4 w = splat4(s[p * stride]);
-      const float* l = lat + p * kvr + j;
-      for (int k = 0; k < 8; ++k) c[k] += w * load4(l + 4 * k);
-    }
-    for (int k = 0; k < 8; ++k) store4(ctx + j + 4 * k, c[k]);
-  }
-  for (; j + 4 <= kvr; j += 4) {
-    v4 c = load4(ctx + j);
-    for (int64_t p = p0; p < p1; ++p) c += splat4(s[p * stride]) * load4(lat + p * kvr + j);
-    store4(ctx + j, c);
-  }
-  for (; j < kvr; ++j) {
-    float c = ctx[j];
-    for (int64_t p = p0; p < p1; ++p) c += s[p * stride] * lat[p * kvr + j];
-    ctx[j] = c;
-  }
-}
 
 // One query row (decode): the same sums as a tile's lane, but 8 independent sums side by side
 // across positions (scores) or outputs (value expansion) instead of across rows, so that a single
@@ -202,6 +179,20 @@ void CpuDevice::mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf l
 // dots are lanes of one vector loop over a latent row held in L1 (a row's dot never splits), and
 // the context sums walk the cache in blocks that stay in cache across the tile's rows. A row's
 // bits therefore depend only on its own visible length, never on T or on its neighbours.
+namespace {
+
+// Σ over the T rows of the positions each sees: visible0 + t (causal) or visible0, at most window (> 0).
+uint64_t visible_positions(int64_t T, int64_t visible0, bool causal, int64_t window) {
+  uint64_t sum = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = visible0 + (causal ? t : 0);
+    sum += uint64_t(window > 0 ? std::min(n, window) : n);
+  }
+  return sum;
+}
+
+}  // namespace
+
 void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, const Buf& k_pe, int64_t visible0,
                               Buf outb) {
   const int64_t nh = s.heads, nope = s.nope, rope = s.rope, vd = s.v_dim, kvr = s.kv_rank, qk = nope + rope;
@@ -219,6 +210,11 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const float* lat = row_ptr(latent, 0);
   const float* kpe = row_ptr(k_pe, 0);
   float* out = row_ptr(outb, 0);
+  // Per head: the absorbed query (nope × kv_rank) and value expansion (kv_rank × v_dim) of each row,
+  // and per visible position the score (kv_rank + rope) and the latent sum (kv_rank).
+  flops_ += 2 * uint64_t(nh) *
+            (uint64_t(T) * uint64_t(nope + vd) * uint64_t(kvr) +
+             visible_positions(T, visible0, s.causal, 0) * uint64_t(2 * kvr + rope));
   const int64_t tiles = (T + kTile - 1) / kTile, items = nh * tiles;
   const int64_t slots = std::min<int64_t>(ThreadPool::global().size(), items);
   // Per slot: qabs and q_pe transposed [kvr + rope][kTile], one row of qabs, the scores
@@ -232,6 +228,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const int64_t block = std::max<int64_t>(8, 4096 / std::max<int64_t>(kvr, 1));
   const float scale = s.scale;
   const bool causal = s.causal;
+  const ContextRowsFn context = isa().context_rows;
   ThreadPool::global().parallel_for(slots, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* qT = scratch + c * per;  // [kvr + rope][kTile]: qabs, then q_pe
@@ -270,7 +267,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           tile_softmax(sT, n);
           std::fill(ctx, ctx + kvr, 0.0f);
           for (int64_t p0 = 0; p0 < n_hi; p0 += block)
-            context_rows(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
+            context(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
           float* o = out + (t0 * nh + h) * vd;
           if (fp8) {
             // kRowsWide value rows widened at a time, then the F32 loops (row_expand's sums do not
@@ -304,7 +301,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         for (int64_t p0 = 0; p0 < n_hi; p0 += block) {
           const int64_t p1 = std::min(p0 + block, n_hi);
           for (int64_t r = 0; r < R; ++r)
-            if (p0 < n[r]) context_rows(ctx + r * kvr, sT + r, kTile, lat, kvr, p0, std::min(p1, n[r]));
+            if (p0 < n[r]) context(ctx + r * kvr, sT + r, kTile, lat, kvr, p0, std::min(p1, n[r]));
         }
         // Value expansion: out[j] = kv_b[v_row0 + j, :]·ctx, the tile's rows as lanes.
         for (int64_t r = 0; r < kTile; ++r)
@@ -354,6 +351,7 @@ void CpuDevice::gqa_attention(const GqaOp& op, const Buf& qb, const Buf& kb, con
   const float* kc = row_ptr(kb, 0);
   const float* vc = row_ptr(vb, 0);
   float* attn = row_ptr(outb, 0);
+  flops_ += 4 * uint64_t(nh) * uint64_t(D) * visible_positions(T, visible0, true, op.window);  // scores, values
   ScratchScope scope(*this);
   float* scores = temp<float>(nh * ctx_max);
   ThreadPool::global().parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
@@ -406,6 +404,31 @@ void CpuDevice::rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, in
         }
       }
     }
+  }
+}
+
+// The 4-lane context sums (ContextRowsFn), for the ISAs without a wider version.
+void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
+  int64_t j = 0;
+  for (; j + 32 <= kvr; j += 32) {
+    v4 c[8];
+    for (int k = 0; k < 8; ++k) c[k] = load4(ctx + j + 4 * k);
+    for (int64_t p = p0; p < p1; ++p) {
+      const v4 w = splat4(s[p * stride]);
+      const float* l = lat + p * kvr + j;
+      for (int k = 0; k < 8; ++k) c[k] += w * load4(l + 4 * k);
+    }
+    for (int k = 0; k < 8; ++k) store4(ctx + j + 4 * k, c[k]);
+  }
+  for (; j + 4 <= kvr; j += 4) {
+    v4 c = load4(ctx + j);
+    for (int64_t p = p0; p < p1; ++p) c += splat4(s[p * stride]) * load4(lat + p * kvr + j);
+    store4(ctx + j, c);
+  }
+  for (; j < kvr; ++j) {
+    float c = ctx[j];
+    for (int64_t p = p0; p < p1; ++p) c += s[p * stride] * lat[p * kvr + j];
+    ctx[j] = c;
   }
 }
 

@@ -99,6 +99,7 @@ void CpuDevice::linear(const Buf& x, std::span<const LinearOut> outs) {
     SLUICE_CHECK(x.cols == w.cols && o.y.rows == x.rows && o.y.cols == w.rows, "linear: x [", x.rows, ", ", x.cols,
                  "], weight [", w.rows, ", ", w.cols, "], y [", o.y.rows, ", ", o.y.cols, "]");
     kernels::linear(isa(), w, row_ptr(x, 0), x.ld, x.rows, row_ptr(o.y, 0), o.y.ld);
+    flops_ += 2 * uint64_t(w.rows) * uint64_t(w.cols) * uint64_t(x.rows);
   }
 }
 

@@ -67,6 +67,7 @@ class CpuDevice final : public Device {
                const Buf& z, Buf yexp) override;
   void combine(const Buf& yexp, const Buf& weights, Buf out) override;
 
+  uint64_t flops() const override { return flops_; }
   const Isa& isa() const { return isa_ ? *isa_ : active_isa(); }
   // Host scratch of n elements of T from the bump arena (op bodies use it for their temporaries).
   template <typename T>
@@ -78,6 +79,7 @@ class CpuDevice final : public Device {
   void* take(size_t bytes);
 
   const Isa* isa_;
+  uint64_t flops_ = 0;  // see Device::flops (ops are called from one thread)
   // The scratch arena: chunks that are never moved while in use; when a pass needed more than one,
   // they are merged into one of their total size once the arena is empty again.
   struct Chunk {

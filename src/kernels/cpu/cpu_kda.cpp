@@ -12,37 +12,6 @@
 namespace sluice::kernels {
 namespace {
 
-// One delta-rule step for one head: S ← Diag(α)S_in; δ = β(v − Sᵀk); S ← S + k δᵀ; o = Sᵀq.
-// S is [dk, dv] with rows indexed by key channel; S_in may be S (in place) or the state before the
-// pass (a verify pass leaves it untouched). q may be null (replay needs no output).
-void delta_step(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v,
-                const float* g, float beta, float* kv_mem, float* o) {
-  for (int64_t i = 0; i < dk; ++i) {
-    float a = mathf::exp(g[i]);
-    const float* in = S_in + i * dv;
-    float* row = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) row[j] = in[j] * a;
-  }
-  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = 0.0f;
-  for (int64_t i = 0; i < dk; ++i) {
-    const float* row = S + i * dv;
-    float ki = k[i];
-    for (int64_t j = 0; j < dv; ++j) kv_mem[j] += row[j] * ki;
-  }
-  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = (v[j] - kv_mem[j]) * beta;
-  for (int64_t i = 0; i < dk; ++i) {
-    float* row = S + i * dv;
-    float ki = k[i];
-    for (int64_t j = 0; j < dv; ++j) row[j] += ki * kv_mem[j];
-  }
-  if (!q) return;
-  for (int64_t j = 0; j < dv; ++j) o[j] = 0.0f;
-  for (int64_t i = 0; i < dk; ++i) {
-    const float* row = S + i * dv;
-    float qi = q[i];
-    for (int64_t j = 0; j < dv; ++j) o[j] += row[j] * qi;
-  }
-}
 
 // Pushes T raw rows into a [C, K-1] conv window (no outputs).
 void conv_window_push(float* state, const float* x, int64_t ldx, int64_t T, int64_t C, int64_t K) {
@@ -75,6 +44,8 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   for (const Buf* b : {&in.q, &in.k, &in.v, &in.f, &in.gate, static_cast<const Buf*>(&out)})
     SLUICE_CHECK(b->rows == T && b->cols == P && b->contiguous(), "kda: a [", T, ", ", P, "] input or output is not");
   SLUICE_CHECK(in.beta.rows == T && in.beta.cols == heads && in.beta.contiguous(), "kda: beta shape");
+  // delta_step per row and head: decay (dk·dk), k·S, the rank-1 update and q·S (2·dk·dk each).
+  flops_ += 7 * uint64_t(T) * uint64_t(heads) * uint64_t(dk) * uint64_t(dk);
   ScratchScope scope(*this);
   const float *qh = row_ptr(in.q, 0), *kh = row_ptr(in.k, 0), *vh = row_ptr(in.v, 0);
   if (rec) {
@@ -125,13 +96,14 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   float* kv_mem = temp<float>(heads * dk);
   const float* S_from = row_ptr(from.S, 0);
   float* S_to = row_ptr(to.S, 0);
+  const DeltaStepFn step = isa().delta_step;
   ThreadPool::global().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       float* S = S_to + h * dk * dk;
       for (int64_t t = 0; t < T; ++t) {
         const int64_t off = t * P + h * dk;
         const float* S_in = t == 0 ? S_from + h * dk * dk : S;
-        delta_step(S_in, S, dk, dk, qc + off, kc + off, vc + off, g + off, beta[t * heads + h], kv_mem + h * dk,
+        step(S_in, S, dk, dk, qc + off, kc + off, vc + off, g + off, beta[t * heads + h], kv_mem + h * dk,
                    o + off);
         float* oh = o + off;
         kernels::rmsnorm(oh, op.o_norm.p, dk, op.norm_eps, oh);
@@ -158,19 +130,53 @@ void CpuDevice::kda_replay(const KdaOp& op, KdaState& st, const KdaRecord& rec, 
   float* conv = row_ptr(st.conv, 0);
   for (int part = 0; part < 3; ++part)
     conv_window_push(conv + part * win, row_ptr(rec.raw, 0) + part * P, rec.raw.ld, n, P, K);
+  flops_ += 5 * uint64_t(n) * uint64_t(heads) * uint64_t(dk) * uint64_t(dk);  // delta_step without q·S
   ScratchScope scope(*this);
   float* kv_mem = temp<float>(heads * dk);
   float* S_all = row_ptr(st.S, 0);
+  const DeltaStepFn step = isa().delta_step;
   ThreadPool::global().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       float* S = S_all + h * dk * dk;
       for (int64_t t = 0; t < n; ++t) {
         const int64_t off = h * dk;
-        delta_step(S, S, dk, dk, nullptr, row_ptr(rec.k, t) + off, row_ptr(rec.v, t) + off, row_ptr(rec.g, t) + off,
+        step(S, S, dk, dk, nullptr, row_ptr(rec.k, t) + off, row_ptr(rec.v, t) + off, row_ptr(rec.g, t) + off,
                    row_ptr(rec.beta, t)[h], kv_mem + h * dk, nullptr);
       }
     }
   });
+}
+
+// One delta-rule step for one head: S ← Diag(α)S_in; δ = β(v − Sᵀk); S ← S + k δᵀ; o = Sᵀq.
+// S is [dk, dv] with rows indexed by key channel; S_in may be S (in place) or the state before the
+// pass (a verify pass leaves it untouched). q may be null (replay needs no output).
+void delta_step_generic(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v,
+                const float* g, float beta, float* kv_mem, float* o) {
+  for (int64_t i = 0; i < dk; ++i) {
+    float a = mathf::exp(g[i]);
+    const float* in = S_in + i * dv;
+    float* row = S + i * dv;
+    for (int64_t j = 0; j < dv; ++j) row[j] = in[j] * a;
+  }
+  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = 0.0f;
+  for (int64_t i = 0; i < dk; ++i) {
+    const float* row = S + i * dv;
+    float ki = k[i];
+    for (int64_t j = 0; j < dv; ++j) kv_mem[j] += row[j] * ki;
+  }
+  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = (v[j] - kv_mem[j]) * beta;
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = S + i * dv;
+    float ki = k[i];
+    for (int64_t j = 0; j < dv; ++j) row[j] += ki * kv_mem[j];
+  }
+  if (!q) return;
+  for (int64_t j = 0; j < dv; ++j) o[j] = 0.0f;
+  for (int64_t i = 0; i < dk; ++i) {
+    const float* row = S + i * dv;
+    float qi = q[i];
+    for (int64_t j = 0; j < dv; ++j) o[j] += row[j] * qi;
+  }
 }
 
 }  // namespace sluice::kernels

@@ -124,6 +124,7 @@ void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
       kernels::linear(isa(), ew.up, G, R, n, h3, I);
     }
     gated_activation(isa(), op.act, h1, h3, n * I);
+    flops_ += 2 * uint64_t(n) * uint64_t(R) * uint64_t(3 * I);
     float* y = temp<float>(n * R);
     kernels::linear(isa(), ew.down, h1, I, n, y, R);
     for (int64_t i = 0; i < n; ++i) std::copy(y + i * R, y + (i + 1) * R, row_ptr(yexp, rows[size_t(i)]));

@@ -17,6 +17,15 @@ struct Activation;  // kernels/device.h
 // y[i*ldy + r] = sum_c W[r,c] * x[i*ldx + c] for i in [0,n), r in [r0,r1). fp32 accumulation.
 using MatmulFn = void (*)(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy,
                           int64_t r0, int64_t r1);
+// ctx[j] += Σ_{p0 <= p < p1} s[p·stride]·lat[p·kvr + j] for j < kvr, each column's sum in order of p
+// with every product rounded (the attention's context of one query row): the same bits on every ISA.
+using ContextRowsFn = void (*)(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                               int64_t p1);
+// One delta-rule step of one KDA head (cpu_kda.cpp): S ← Diag(e^g)·S_in; δ = β(v − Sᵀk);
+// S ← S + kδᵀ; o = Sᵀq (q null: no output). Every column's sums run over the key channels in order:
+// the same bits on every ISA.
+using DeltaStepFn = void (*)(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
+                             const float* v, const float* g, float beta, float* kv_mem, float* o);
 // g[i] = act(g[i], u[i]) for i in [0, n): element by element, the same bits on every ISA.
 using GatedActFn = void (*)(const Activation& a, float* g, const float* u, int64_t n);
 
@@ -28,6 +37,8 @@ struct Isa {
   MatmulFn matmul_fp8;   // FP8 e4m3 with 128x128 F32 block scales
   MatmulFn matmul_int4;  // INT4_G32: packed int4 with BF16 scales per 32 columns
   GatedActFn gated_act;  // SiTU, SiLU·u, clamped SwiGLU (mathf.h's functions, lane by lane)
+  ContextRowsFn context_rows;  // the absorbed attention's latent sums
+  DeltaStepFn delta_step;      // KDA's recurrence
 };
 
 const Isa& scalar_isa();
@@ -46,6 +57,15 @@ void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // The gated activations: the scalar loop (ops.cpp) and its 16-lane form (act_avx512.cpp).
 void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n);
+// The context sums: four lanes at a time in cpu_attention.cpp, sixteen in attention_avx512.cpp.
+void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1);
+void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                         int64_t p1);
+// The delta step: the compiler's loops (cpu_kda.cpp) and sixteen columns at a time (kda_avx512.cpp).
+void delta_step_generic(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
+                        const float* v, const float* g, float beta, float* kv_mem, float* o);
+void delta_step_avx512(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
+                       const float* v, const float* g, float beta, float* kv_mem, float* o);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
 const Isa* avx512_isa();  // likewise
 std::vector<const Isa*> available_isas();  // scalar first
