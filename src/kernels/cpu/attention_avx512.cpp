@@ -1,12 +1,84 @@
-// The attention's context sums on 16 lanes (cpu_attention.cpp's context_rows, widened): every
-// output column j still sums s[p]·lat[p, j] over p in order, each product rounded before its add
-// (no contraction in this file), so the bits are the 4-lane version's and the scalar loop's.
+// The absorbed attention's inner loops on 16 lanes (cpu_attention.cpp's 4-lane versions, widened):
+// a tile's 16 query rows are one vector, so every lane is still one row's sum over its index in
+// order with each product rounded before its add (no contraction in this file), and the bits are
+// the 4-lane versions' and the scalar loops'.
 #include <algorithm>
 
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/mathf_avx512.h"
+#include "kernels/mathf.h"
 
 namespace sluice::kernels {
+namespace {
+
+// C positions' scores at once: C independent sums per row hide the adds' latency, and each query
+// vector is loaded once for all of them.
+template <int C>
+void tile_dots_c(const float* qT, const float* x, int64_t ldx, int64_t n, float* out) {
+  __m512 acc[C];
+  for (int k = 0; k < C; ++k) acc[k] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; ++i) {
+    const __m512 q = _mm512_loadu_ps(qT + i * kAttnTile);
+    for (int k = 0; k < C; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(q, _mm512_set1_ps(x[k * ldx + i])));
+  }
+  for (int k = 0; k < C; ++k) _mm512_storeu_ps(out + k * kAttnTile, acc[k]);
+}
+
+}  // namespace
+
+void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
+  static_assert(kAttnTile == 16 && kTileDotsMax == 8);
+  switch (count) {
+    case 1: return tile_dots_c<1>(qT, x, ldx, n, out);
+    case 2: return tile_dots_c<2>(qT, x, ldx, n, out);
+    case 3: return tile_dots_c<3>(qT, x, ldx, n, out);
+    case 4: return tile_dots_c<4>(qT, x, ldx, n, out);
+    case 5: return tile_dots_c<5>(qT, x, ldx, n, out);
+    case 6: return tile_dots_c<6>(qT, x, ldx, n, out);
+    case 7: return tile_dots_c<7>(qT, x, ldx, n, out);
+    case 8: return tile_dots_c<8>(qT, x, ldx, n, out);
+  }
+}
+
+// Softmax of each row over its n[r] positions: the max (a NaN never replaces it, as in the scalar
+// x > m ? x : m), e^{x - max} and their sum in position order, then each times 1/sum; the positions
+// every row sees as vectors, each row's own last ones alone.
+void tile_softmax_avx512(float* sT, const int64_t* n) {
+  constexpr int64_t T = kAttnTile;
+  const int64_t lo = n[0];
+  __m512 m = _mm512_loadu_ps(sT);
+  for (int64_t p = 1; p < lo; ++p) {
+    const __m512 x = _mm512_loadu_ps(sT + p * T);
+    m = _mm512_mask_mov_ps(m, avx512::gt(x, m), x);
+  }
+  alignas(64) float mr[T], sr[T];
+  _mm512_store_ps(mr, m);
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t p = std::max<int64_t>(lo, 1); p < n[r]; ++p) {
+      const float x = sT[p * T + r];
+      mr[r] = x > mr[r] ? x : mr[r];
+    }
+  m = _mm512_load_ps(mr);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t p = 0; p < lo; ++p) {
+    const __m512 e = avx512::exp(_mm512_sub_ps(_mm512_loadu_ps(sT + p * T), m));
+    _mm512_storeu_ps(sT + p * T, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  _mm512_store_ps(sr, sum);
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) {
+      float& x = sT[p * T + r];
+      x = mathf::exp(x - mr[r]);
+      sr[r] += x;
+    }
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(sr));
+  alignas(64) float invr[T];
+  _mm512_store_ps(invr, inv);
+  for (int64_t p = 0; p < lo; ++p) _mm512_storeu_ps(sT + p * T, _mm512_mul_ps(_mm512_loadu_ps(sT + p * T), inv));
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) sT[p * T + r] *= invr[r];
+}
 
 void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
                          int64_t p1) {

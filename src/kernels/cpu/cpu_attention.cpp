@@ -21,7 +21,7 @@ using lanes::store4;
 using lanes::v4;
 
 // Absorbed-MLA tiles are 16 query rows of one head: four v4 of lanes.
-constexpr int64_t kTile = 16;
+constexpr int64_t kTile = kAttnTile;
 
 // Scores of two positions for a tile: a[r] = Σ_i qT[i][r]·x[i] and b[r] likewise with y, over i
 // in order, against the tile's transposed queries qT [n][16] (two positions at once hide the
@@ -50,51 +50,6 @@ inline void tile_dots2(const float* qT, const float* x, const float* y, int64_t 
   store4(b + 4, b1);
   store4(b + 8, b2);
   store4(b + 12, b3);
-}
-// ops.cpp's softmax of every row of a tile at once, over scores stored position-major
-// (sT[p·16 + r]) with row r seeing n[r] positions, n[0] <= n[r]: the max, the exps and their sum
-// in position order, the scaling; lanes run side by side over the positions all rows see, then
-// each row alone over its own last ones.
-void tile_softmax(float* sT, const int64_t* n) {
-  const int64_t lo = n[0];
-  v4 m[4], sum[4];
-  for (int g = 0; g < 4; ++g) m[g] = load4(sT + 4 * g);
-  for (int64_t p = 1; p < lo; ++p)
-    for (int g = 0; g < 4; ++g) {
-      const v4 x = load4(sT + p * kTile + 4 * g);
-      m[g] = x > m[g] ? x : m[g];
-    }
-  float mr[kTile], sr[kTile];
-  for (int g = 0; g < 4; ++g) store4(mr + 4 * g, m[g]);
-  for (int64_t r = 0; r < kTile; ++r)
-    for (int64_t p = std::max<int64_t>(lo, 1); p < n[r]; ++p) {
-      const float x = sT[p * kTile + r];
-      mr[r] = x > mr[r] ? x : mr[r];
-    }
-  for (int g = 0; g < 4; ++g) {
-    m[g] = load4(mr + 4 * g);
-    sum[g] = splat4(0.0f);
-  }
-  for (int64_t p = 0; p < lo; ++p)
-    for (int g = 0; g < 4; ++g) {
-      float* at = sT + p * kTile + 4 * g;
-      const v4 e = exp4(load4(at) - m[g]);
-      store4(at, e);
-      sum[g] += e;
-    }
-  for (int g = 0; g < 4; ++g) store4(sr + 4 * g, sum[g]);
-  for (int64_t r = 0; r < kTile; ++r)
-    for (int64_t p = lo; p < n[r]; ++p) {
-      float& x = sT[p * kTile + r];
-      x = mathf::exp(x - mr[r]);
-      sr[r] += x;
-    }
-  float inv[kTile];
-  for (int64_t r = 0; r < kTile; ++r) inv[r] = 1.0f / sr[r];
-  for (int64_t p = 0; p < lo; ++p)
-    for (int g = 0; g < 4; ++g) store4(sT + p * kTile + 4 * g, load4(sT + p * kTile + 4 * g) * load4(inv + 4 * g));
-  for (int64_t r = 0; r < kTile; ++r)
-    for (int64_t p = lo; p < n[r]; ++p) sT[p * kTile + r] *= inv[r];
 }
 
 // ctx[j] += s[p·stride]·lat[p, j] for p = p0..p1-1 in order, every j of kvr: the accumulators
@@ -229,6 +184,8 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const float scale = s.scale;
   const bool causal = s.causal;
   const ContextRowsFn context = isa().context_rows;
+  const TileDotsFn dots = isa().tile_dots;
+  const TileSoftmaxFn softmax_tile = isa().tile_softmax;
   ThreadPool::global().parallel_for(slots, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* qT = scratch + c * per;  // [kvr + rope][kTile]: qabs, then q_pe
@@ -264,7 +221,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           // so the tile softmax computes nothing undefined), its context, its value expansion.
           row_scores(qrow, q + (t0 * nh + h) * qk + nope, lat, kpe, kvr, rope, n_hi, scale, sT, kTile);
           for (int64_t p = 0; p < n_hi; ++p) std::fill(sT + p * kTile + 1, sT + (p + 1) * kTile, sT[p * kTile]);
-          tile_softmax(sT, n);
+          softmax_tile(sT, n);
           std::fill(ctx, ctx + kvr, 0.0f);
           for (int64_t p0 = 0; p0 < n_hi; p0 += block)
             context(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
@@ -287,15 +244,15 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         }
         // Scores: for each position, the tile's 16 dots side by side (lanes never mix); rows
         // that do not see a position get a score there that nothing reads.
-        for (int64_t p = 0; p < n_hi; p += 2) {
-          const int64_t p2 = std::min(p + 1, n_hi - 1);  // an odd last position: computed twice, kept once
-          float a[2][kTile] = {}, b[2][kTile] = {};
-          tile_dots2(qT, lat + p * kvr, lat + p2 * kvr, kvr, a[0], a[1]);
-          tile_dots2(qT + kvr * kTile, kpe + p * rope, kpe + p2 * rope, rope, b[0], b[1]);
-          for (int64_t k = 0; k <= p2 - p; ++k)
+        for (int64_t p = 0; p < n_hi; p += kTileDotsMax) {
+          const int64_t count = std::min(kTileDotsMax, n_hi - p);
+          float a[kTileDotsMax][kTile], b[kTileDotsMax][kTile];
+          dots(qT, lat + p * kvr, kvr, count, kvr, a[0]);
+          dots(qT + kvr * kTile, kpe + p * rope, rope, count, rope, b[0]);
+          for (int64_t k = 0; k < count; ++k)
             for (int64_t r = 0; r < kTile; ++r) sT[(p + k) * kTile + r] = (a[k][r] + b[k][r]) * scale;
         }
-        tile_softmax(sT, n);
+        softmax_tile(sT, n);
         // Contexts, in position order per row, a block of latent rows at a time.
         std::fill(ctx, ctx + kTile * kvr, 0.0f);
         for (int64_t p0 = 0; p0 < n_hi; p0 += block) {
@@ -430,6 +387,64 @@ void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* la
     for (int64_t p = p0; p < p1; ++p) c += s[p * stride] * lat[p * kvr + j];
     ctx[j] = c;
   }
+}
+
+// The tile's scores two positions at a time (tile_dots2); an odd last position is computed twice
+// and kept once.
+void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
+  for (int64_t k = 0; k < count; k += 2) {
+    float a[kTile] = {}, b[kTile] = {};
+    const int64_t k2 = std::min(k + 1, count - 1);
+    tile_dots2(qT, x + k * ldx, x + k2 * ldx, n, a, b);
+    std::copy(a, a + kTile, out + k * kTile);
+    if (k2 > k) std::copy(b, b + kTile, out + k2 * kTile);
+  }
+}
+
+// ops.cpp's softmax of every row of a tile at once, over scores stored position-major
+// (sT[p·16 + r]) with row r seeing n[r] positions, n[0] <= n[r]: the max, the exps and their sum
+// in position order, the scaling; lanes run side by side over the positions all rows see, then
+// each row alone over its own last ones.
+void tile_softmax_v4(float* sT, const int64_t* n) {
+  const int64_t lo = n[0];
+  v4 m[4], sum[4];
+  for (int g = 0; g < 4; ++g) m[g] = load4(sT + 4 * g);
+  for (int64_t p = 1; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) {
+      const v4 x = load4(sT + p * kTile + 4 * g);
+      m[g] = x > m[g] ? x : m[g];
+    }
+  float mr[kTile], sr[kTile];
+  for (int g = 0; g < 4; ++g) store4(mr + 4 * g, m[g]);
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = std::max<int64_t>(lo, 1); p < n[r]; ++p) {
+      const float x = sT[p * kTile + r];
+      mr[r] = x > mr[r] ? x : mr[r];
+    }
+  for (int g = 0; g < 4; ++g) {
+    m[g] = load4(mr + 4 * g);
+    sum[g] = splat4(0.0f);
+  }
+  for (int64_t p = 0; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) {
+      float* at = sT + p * kTile + 4 * g;
+      const v4 e = exp4(load4(at) - m[g]);
+      store4(at, e);
+      sum[g] += e;
+    }
+  for (int g = 0; g < 4; ++g) store4(sr + 4 * g, sum[g]);
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) {
+      float& x = sT[p * kTile + r];
+      x = mathf::exp(x - mr[r]);
+      sr[r] += x;
+    }
+  float inv[kTile];
+  for (int64_t r = 0; r < kTile; ++r) inv[r] = 1.0f / sr[r];
+  for (int64_t p = 0; p < lo; ++p)
+    for (int g = 0; g < 4; ++g) store4(sT + p * kTile + 4 * g, load4(sT + p * kTile + 4 * g) * load4(inv + 4 * g));
+  for (int64_t r = 0; r < kTile; ++r)
+    for (int64_t p = lo; p < n[r]; ++p) sT[p * kTile + r] *= inv[r];
 }
 
 }  // namespace sluice::kernels
