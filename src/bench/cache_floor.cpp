@@ -88,6 +88,19 @@ CacheFloor cache_floor(std::span<const uint32_t> keys, uint64_t capacity, uint64
     order.push_front(k);
     where[k] = order.begin();
   }
+  // The best fixed content for [split, end): the most accessed experts there.
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> count;  // key -> (accesses, first index)
+  for (uint64_t i = split; i < keys.size(); ++i) {
+    auto [it, fresh] = count.try_emplace(keys[i], 0, i);
+    ++it->second.first;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranked;  // (accesses, first index), most accessed first
+  for (const auto& [k, c] : count) ranked.push_back(c);
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  f.static_after = keys.size() - split;
+  for (size_t i = 0; i < ranked.size() && i < capacity; ++i) f.static_after -= ranked[i].first;
   f.distinct = std::unordered_set<uint32_t>(keys.begin(), keys.end()).size();
   return f;
 }

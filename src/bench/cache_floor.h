@@ -20,6 +20,12 @@ struct CacheFloor {
   uint64_t min_after = 0;
   // One LRU run over the whole sequence from empty, its reads before and after split.
   uint64_t lru_before = 0, lru_after = 0;
+  // The reads of accesses [split, end) by a cache that holds one fixed set the whole time: the
+  // `capacity` experts accessed most often there (ties to the first accessed), chosen knowing every
+  // count in advance but not the order. When routes are independent draws (what a random router
+  // gives; the bench's lag statistics say how close a trace is), no policy that does not know the
+  // order expects fewer reads: it is the bound of a frequency cache, where MIN also knows the order.
+  uint64_t static_after = 0;
 };
 
 // keys: the experts accessed, in order (a request's experts one after another); capacity: slots.

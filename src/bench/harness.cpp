@@ -411,7 +411,7 @@ void derive(const BenchOptions& opt, BenchResult& res) {
     // token below which no cache of that size can go (MIN from the best content at the first
     // decode step) and what LRU would read, next to what the run read; MIN of the cold prefill and
     // of the whole run (prefill + decode from a cold cache) next to the run's total reads.
-    std::vector<double> min_bpt, lru_bpt, over_min, prefill_min, run_min, run_over_min;
+    std::vector<double> min_bpt, lru_bpt, static_bpt, over_min, prefill_min, run_min, run_over_min;
     for (const auto& r : res.runs) {
       if (r.group != g.name || !r.m.valid || r.trace_path.empty() || r.m.cache_slots <= 0 || r.m.prefill_requests < 0 ||
           !record_bytes[g.model] || !fs::exists(r.trace_path))
@@ -426,12 +426,14 @@ void derive(const BenchOptions& opt, BenchResult& res) {
         const double tokens = double(r.m.generated - 1);
         min_bpt.push_back(double(cf.min_after) * slot / tokens);
         lru_bpt.push_back(double(cf.lru_after) * slot / tokens);
+        static_bpt.push_back(double(cf.static_after) * slot / tokens);
         over_min.push_back(ratio(r.m.bytes_per_token, min_bpt.back()));
       }
     }
     const Summary min_s = summarize(min_bpt);
     d["min_bytes_per_token"] = to_json(min_s);
     d["lru_bytes_per_token"] = to_json(summarize(lru_bpt));
+    d["static_bytes_per_token"] = to_json(summarize(static_bpt));
     d["read_over_min"] = to_json(summarize(over_min));
     d["prefill_min_bytes"] = to_json(summarize(prefill_min));
     d["run_min_bytes"] = to_json(summarize(run_min));

@@ -92,9 +92,9 @@ Chart bandwidth_timeline(const RunRecord& run, double window_s) {
 std::string markdown_table(const BenchResult& res) {
   std::ostringstream o;
   o << "| arm | valid/runs | steady tok/s med (min–max) | × first | inclusive tok/s | × first | TTFT s | "
-       "acceptance | expert MB/token | MIN MB/token | read/MIN | run read/MIN | hit rate | prefetch recall | decode read MB/s | read/raw | "
+       "acceptance | expert MB/token | MIN MB/token | read/MIN | fixed-best MB/token | run read/MIN | hit rate | prefetch recall | decode read MB/s | read/raw | "
        "decode/max(floors) | decode/sum(floors) | prefill read/union |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& g : res.groups) {
     const ArmSummary& s = g.summary;
     const auto& d = g.derived;
@@ -104,7 +104,7 @@ std::string markdown_table(const BenchResult& res) {
       << f(s.steady_ratio, 3) << " | " << mmm(s.inclusive_tps) << " | " << f(s.inclusive_ratio, 3) << " | "
       << mmm(s.ttft_s) << " | " << f(s.acceptance.median, 3) << " | " << f(s.bytes_per_token.median / 1e6, 4)
       << " | " << f(jmedian(d, "min_bytes_per_token") / 1e6, 4) << " | " << f(jmedian(d, "read_over_min"), 3)
-      << " | " << f(jmedian(d, "run_read_over_min"), 3) << " | " << f(s.hit_rate.median, 3) << " | " << f(s.prefetch_recall.median, 3) << " | "
+      << " | " << f(jmedian(d, "static_bytes_per_token") / 1e6, 4) << " | " << f(jmedian(d, "run_read_over_min"), 3) << " | " << f(s.hit_rate.median, 3) << " | " << f(s.prefetch_recall.median, 3) << " | "
       << f(s.decode_read_bytes_per_s.median / 1e6, 4) << " | " << f(jnum(d, "read_bw_over_raw"), 3) << " | "
       << f(jnum(d, "decode_over_max_floor"), 3) << " | " << f(jnum(d, "decode_over_sum_floors"), 3) << " | "
       << f(pr, 4) << " |\n";
@@ -192,7 +192,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
         "read_bw_over_raw,io_floor_s_per_token,compute_floor_s_per_token,decode_over_max_floor,"
         "decode_over_sum_floors,prefill_read_over_union,min_bytes_per_token_median,lru_bytes_per_token_median,"
         "read_over_min_median,io_floor_min_s_per_token,prefill_min_bytes_median,run_min_bytes_median,"
-        "run_read_over_min_median\n";
+        "run_read_over_min_median,static_bytes_per_token_median\n";
   for (const auto& g : res.groups) {
     const auto& s = g.summary;
     const auto& d = g.derived;
@@ -209,7 +209,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
        << f(jmedian(d, "min_bytes_per_token"), 8) << ',' << f(jmedian(d, "lru_bytes_per_token"), 8) << ','
        << f(jmedian(d, "read_over_min"), 6) << ',' << f(jnum(d, "io_floor_min_s_per_token"), 6) << ','
        << f(jmedian(d, "prefill_min_bytes"), 2) << ',' << f(jmedian(d, "run_min_bytes"), 2) << ','
-       << f(jmedian(d, "run_read_over_min"), 6) << '\n';
+       << f(jmedian(d, "run_read_over_min"), 6) << ',' << f(jmedian(d, "static_bytes_per_token"), 8) << '\n';
   }
   format::write_file_atomic(dir + "/summary.csv", sc.str());
   written.push_back(dir + "/summary.csv");
