@@ -3,7 +3,7 @@
 # 0.4 GB cache), four throttled loop drives, drive ceilings, then decode, prefill and drive-scaling
 # brackets with `sluice bench run` (floors measured in the same rotation). Needs root.
 #
-#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|equal|pair|placement|peer|all|down]...
+#   scripts/bench-k3-scaled.sh SLUICE WORKDIR [setup|drives|decode|drafts|prefill|scaling|scaling-equal|equal|pair|placement|peer|all|down]...
 #
 # WORKDIR holds the model (m), per-rung model dirs (m1..m4 share its shards), the loop drives and
 # the results (WORKDIR/results/<step>). About 6 GB of disk; `down` removes the drives.
@@ -64,11 +64,27 @@ prefill() {  # (a): a 256-token prompt read once per layer vs in 64-position pas
     --arm "resident:--experts resident" --compute-arm resident --floor --out "$work/results/prefill"
 }
 
-scaling() {  # 4/3/2/1 homes in one interleaved bracket; ratios are to the 4-home arm
+scaling() {  # 4/3/2/1 homes in one interleaved bracket; ratios are to the 4-home arm. Needs `drives`:
+  # each rung is first re-placed by the drives' measured rates (prepare --rebalance), as an install
+  # on unequal drives would be (m4 stays so: `equal` wants equal shares, so `all` runs it first).
+  for k in 2 3 4; do
+    for i in $(seq 1 "$k"); do cp "$drives/d$i/r4/sluice-drive.json" "$drives/d$i/r$k/" 2>/dev/null || true; done
+    "$sluice" prepare --model "$work/m$k" --rebalance 2>&1 | tr '\r' '\n' | grep -v '%' | tail -1
+  done
   in_cgroup "$sluice" bench run --model "$work/m4" --prompt-file "$work/prompt16.txt" --max-new 32 --reps 3 \
     --arm "homes4:--model $work/m4 --cache-gb $cache" --arm "homes3:--model $work/m3 --cache-gb $cache" \
     --arm "homes2:--model $work/m2 --cache-gb $cache" --arm "homes1:--model $work/m1 --cache-gb $cache" \
-    --floor --out "$work/results/scaling"
+    --floor --out "$work/results/${1:-scaling}"
+}
+
+scaling_equal() {  # the scaling bracket on four equal drives (210 MB/s each, the ladder's total):
+  # measured again, re-placed, run; then the ladder's rates, measurements and placement come back.
+  bash "$here/loop-drives.sh" rates "$drives" 210,210,210,210
+  drive_ceilings
+  scaling scaling-equal
+  bash "$here/loop-drives.sh" rates "$drives" "$rates"
+  drive_ceilings
+  for k in 2 3 4; do "$sluice" prepare --model "$work/m$k" --rebalance 2>&1 | tr '\r' '\n' | grep -v '%' | tail -1; done
 }
 
 pair() {  # drafting on/off with text on the trained default pair (models/default), text of record checked
@@ -152,11 +168,12 @@ for s in "${steps[@]}"; do
     drafts) drafts ;;
     prefill) prefill ;;
     scaling) scaling ;;
+    scaling-equal) scaling_equal ;;
     equal) equal ;;
     placement) placement ;;
     peer) peer ;;
     pair) pair ;;
-    all) setup; drive_ceilings; decode; drafts; prefill; scaling; equal; pair ;;
+    all) setup; drive_ceilings; decode; drafts; prefill; equal; scaling; pair ;;
     down) bash "$here/loop-drives.sh" down "$drives"; [ ! -e "$work/gd/loop-drives.state" ] || bash "$here/loop-drives.sh" down "$work/gd" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac

@@ -6,7 +6,6 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/mathf_avx512.h"
-#include "kernels/mathf.h"
 
 namespace sluice::kernels {
 namespace {
@@ -69,7 +68,9 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
   for (int64_t r = 0; r < T; ++r)
     for (int64_t p = lo; p < n[r]; ++p) {
       float& x = sT[p * T + r];
-      x = mathf::exp(x - mr[r]);
+      // mathf::exp's bits through the vector form: an inline function of a shared header compiled
+      // here for AVX-512 could be the copy the linker keeps for every caller.
+      x = _mm512_cvtss_f32(avx512::exp(_mm512_set1_ps(x - mr[r])));
       sr[r] += x;
     }
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(sr));
