@@ -1068,3 +1068,56 @@ TEST(BackendOps, ExpertsWithInterleavedGateUp) {
 
 }  // namespace
 }  // namespace sluice::kernels
+
+namespace sluice::kernels {
+namespace {
+
+// Device::flops() on the CPU counts each op's multiply-adds twice, by the formulas a FLOP floor
+// uses: a product 2·rows·cols·n, GQA 4·head_dim per head and visible position (a sliding window
+// counts only what it sees), the absorbed MLA per head 2·(nope + v_dim)·kv_rank per row plus
+// 2·(2·kv_rank + rope) per visible position, causal or not (KDA's 7·dk² per row and head is not
+// checked here).
+TEST(BackendOps, CpuDeviceCountsTheFlopsOfProductsAndAttention) {
+  Rand r(test_seed() + 11);
+  auto d = open_device("cpu:scalar");
+  ASSERT_EQ(d->flops(), 0u);
+  HostWeight w = random_weight(WeightType::BF16, 5, 7, r);
+  const Weight kw = d->keep(w.w);
+  In x = upload(*d, r.normals(3 * 7), 3, 7);
+  DeviceBuffer y(*d, BufType::F32, 3, 5);
+  const LinearOut out{&kw, y.buf()};
+  d->linear(x.buf(), std::span<const LinearOut>(&out, 1));
+  EXPECT_EQ(d->flops(), 2u * 5 * 7 * 3);
+
+  // GQA: 2 heads of 4 over 1 kv head, rows at visible0 = 3: they see 3, 4, 5 positions.
+  const int64_t T = 3, D = 4, cap = 8;
+  In q = upload(*d, r.normals(T * 2 * D), T, 2 * D), k = upload(*d, r.normals(cap * D), cap, D),
+     v = upload(*d, r.normals(cap * D), cap, D);
+  DeviceBuffer o(*d, BufType::F32, T, 2 * D);
+  uint64_t before = d->flops();
+  d->gqa_attention(GqaOp{.heads = 2, .kv_heads = 1, .head_dim = D, .scale = 0.5f}, q.buf(), k.buf(), v.buf(), 3, o.buf());
+  EXPECT_EQ(d->flops() - before, 4u * 2 * D * (3 + 4 + 5));
+  before = d->flops();
+  d->gqa_attention(GqaOp{.heads = 2, .kv_heads = 1, .head_dim = D, .scale = 0.5f, .window = 4}, q.buf(), k.buf(),
+                   v.buf(), 3, o.buf());
+  EXPECT_EQ(d->flops() - before, 4u * 2 * D * (3 + 4 + 4));
+
+  // Absorbed MLA: 2 heads, nope 4, rope 2, v_dim 3, kv_rank 6; causal rows at visible0 = 2.
+  const int64_t nh = 2, nope = 4, rope = 2, vd = 3, kvr = 6;
+  HostWeight kvb = random_weight(WeightType::F32, nh * (nope + vd), kvr, r);
+  const Weight kvbw = d->keep(kvb.w);
+  In mq = upload(*d, r.normals(T * nh * (nope + rope)), T, nh * (nope + rope)),
+     lat = upload(*d, r.normals(cap * kvr), cap, kvr), pe = upload(*d, r.normals(cap * rope), cap, rope);
+  DeviceBuffer mo(*d, BufType::F32, T, nh * vd);
+  MlaOp mla{.heads = nh, .nope = nope, .rope = rope, .v_dim = vd, .kv_rank = kvr, .scale = 0.5f, .kv_b = &kvbw};
+  before = d->flops();
+  d->mla_attention(mla, mq.buf(), lat.buf(), pe.buf(), 2, mo.buf());
+  EXPECT_EQ(d->flops() - before, 2u * nh * (T * (nope + vd) * kvr + (2 + 3 + 4) * (2 * kvr + rope)));
+  mla.causal = false;
+  before = d->flops();
+  d->mla_attention(mla, mq.buf(), lat.buf(), pe.buf(), 5, mo.buf());
+  EXPECT_EQ(d->flops() - before, 2u * nh * (T * (nope + vd) * kvr + 3 * 5 * (2 * kvr + rope)));
+}
+
+}  // namespace
+}  // namespace sluice::kernels
