@@ -309,12 +309,16 @@ const char* type_tag(WeightType t) {
 // registers (no memory, no dependence within a latency window), as floating-point operations per
 // second (an FMA counts two). No product, attention or recurrence computes faster: the FLOP floor
 // of a pass is its FLOP count (Device::flops) over this rate, measured in the same run.
+// fused: acc = acc·a + b as one FMA; unfused: a multiply, then an add (the exact kernels' form: each
+// product rounded before its sum), which on some cores runs on separate pipes at the same rate.
+template <bool Fused>
 __attribute__((target("avx512f,fma"))) float fma_chains_avx512(int64_t iters, float seed) {
   __m512 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    for (int i = 0; i < 12; ++i)
+      acc[i] = Fused ? _mm512_fmadd_ps(acc[i], a, b) : _mm512_add_ps(_mm512_mul_ps(acc[i], a), b);
   __m512 s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   float lanes[16];
@@ -324,7 +328,7 @@ __attribute__((target("avx512f,fma"))) float fma_chains_avx512(int64_t iters, fl
   return sum;
 }
 
-void fma_peak(benchmark::State& st, int threads) {
+void fma_peak(benchmark::State& st, int threads, bool fused) {
   constexpr int64_t kIters = 2'000'000;  // 384 M FLOPs per thread: a few tens of ms
   double flops = 0;
   for (auto _ : st) {
@@ -332,7 +336,9 @@ void fma_peak(benchmark::State& st, int threads) {
     std::vector<float> sink(static_cast<size_t>(threads));
     const auto t0 = std::chrono::steady_clock::now();
     for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { sink[size_t(t)] = fma_chains_avx512(kIters, float(t)); });
+      pool.emplace_back([&, t] {
+        sink[size_t(t)] = fused ? fma_chains_avx512<true>(kIters, float(t)) : fma_chains_avx512<false>(kIters, float(t));
+      });
     for (auto& th : pool) th.join();
     st.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     benchmark::DoNotOptimize(sink.data());
@@ -382,10 +388,12 @@ int main(int argc, char** argv) {
     }
   }
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-    for (int threads : {1, int(sluice::ThreadPool::global().size())})
-      benchmark::RegisterBenchmark(("fma_peak/avx512/threads:" + std::to_string(threads)).c_str(),
-                                   [=](benchmark::State& st) { fma_peak(st, threads); })
-          ->UseManualTime();
+    for (bool fused : {true, false})
+      for (int threads : {1, int(sluice::ThreadPool::global().size())})
+        benchmark::RegisterBenchmark(
+            (std::string(fused ? "fma_peak" : "muladd_peak") + "/avx512/threads:" + std::to_string(threads)).c_str(),
+            [=](benchmark::State& st) { fma_peak(st, threads, fused); })
+            ->UseManualTime();
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

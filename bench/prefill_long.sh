@@ -2,10 +2,11 @@
 # Long-context prefill on the CPU against its FLOP floor, measured in the same run (issue 14, scope
 # 6). For each prompt length: the prefill's time, and its FLOP count as the device counted it
 # (`sluice run --json`'s prefill_flops: products, attention, recurrences); the floor is that count
-# over the CPU's fp32 FMA peak on as many threads (kernels_bench's fma_peak, the faster of the
-# readings before and after the prefills). An engine without prefill_flops prints its times only. One line per length:
+# over the CPU's fp32 multiply-add peak on as many threads (kernels_bench's fma_peak and
+# muladd_peak, the fastest reading before and after the prefills). An engine without
+# prefill_flops prints its times only. One line per length:
 #   tokens prefill-s tok/s GFLOP GFLOP/s floor-s ratio
-# ratio = prefill time / floor (1 would be every core doing nothing but FMAs the whole time).
+# ratio = prefill time / floor (1 would be every core doing nothing but multiply-adds the whole time).
 # Usage: bench/prefill_long.sh <build-dir> [model-dir] [lengths...]
 set -euo pipefail
 build=${1:-build/release}
@@ -14,10 +15,12 @@ shift $(( $# >= 2 ? 2 : $# ))
 lengths=${*:-1024 4096 16384}
 sluice="$build/sluice"
 threads=${SLUICE_THREADS:-$(nproc)}
-peak() {  # FLOP/s of $threads threads: the fastest of 10 measurements (noise only slows a run down)
+peak() {  # multiply-add FLOP/s of $threads threads: the fastest of 10 readings each of the fused
+  # (FMA) and unfused (multiply, then add: the exact kernels' form) chains, whichever is faster here
+  # (noise only slows a run down)
   local out="$work/peak.json"
-  "$build/bench/kernels_bench" --benchmark_filter="fma_peak/avx512/threads:$threads/" --benchmark_repetitions=10 \
-    --benchmark_out="$out" --benchmark_out_format=json >/dev/null 2>&1
+  "$build/bench/kernels_bench" --benchmark_filter="(fma|muladd)_peak/avx512/threads:$threads/" \
+    --benchmark_repetitions=10 --benchmark_out="$out" --benchmark_out_format=json >/dev/null 2>&1
   python3 -c "import json,sys; print(max(b['FLOP/s'] for b in json.load(open(sys.argv[1]))['benchmarks'] if b.get('run_type')=='iteration'))" "$out"
 }
 ids() {  # $1 token ids below the model's vocabulary, fixed seed
@@ -37,7 +40,7 @@ for n in $lengths; do
     --experts resident --json --no-progress >"$work/run-$n.json"
 done
 p2=$(peak)
-echo "# threads $threads, fp32 FMA peak $(python3 -c "print(f'{$p1/1e9:.1f} / {$p2/1e9:.1f}')") GFLOP/s (before / after)"
+echo "# threads $threads, fp32 multiply-add peak $(python3 -c "print(f'{$p1/1e9:.1f} / {$p2/1e9:.1f}')") GFLOP/s (before / after)"
 echo "tokens prefill-s tok/s GFLOP GFLOP/s floor-s ratio"
 for n in $lengths; do
   python3 - "$work/run-$n.json" "$n" "$p1" "$p2" <<'PY'

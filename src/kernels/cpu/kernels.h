@@ -64,8 +64,10 @@ void matmul_int4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, f
                       int64_t r1);
 void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                         int64_t r1);
-// The gated activations: the scalar loop (ops.cpp) and its 16-lane form (act_avx512.cpp).
+// The gated activations: the scalar loop (ops.cpp) and its 8- and 16-lane forms (act_avx2.cpp,
+// act_avx512.cpp).
 void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
+void gated_act_avx2(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n);
 // The tiles' scores and softmax, and the context sums: four lanes at a time in cpu_attention.cpp,
 // sixteen in attention_avx512.cpp.
