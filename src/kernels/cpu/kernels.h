@@ -70,17 +70,23 @@ void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx2(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n);
 // The tiles' scores and softmax, and the context sums: four lanes at a time in cpu_attention.cpp,
-// sixteen in attention_avx512.cpp.
+// eight in attention_avx2.cpp (scores, context sums), sixteen in attention_avx512.cpp.
 void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
+void tile_dots_avx2(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
+void context_rows_avx2(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                       int64_t p1);
 void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
 void tile_softmax_v4(float* sT, const int64_t* n);
 void tile_softmax_avx512(float* sT, const int64_t* n);
 void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1);
 void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
                          int64_t p1);
-// The delta step: the compiler's loops (cpu_kda.cpp) and sixteen columns at a time (kda_avx512.cpp).
+// The delta step: the compiler's loops (cpu_kda.cpp), eight and sixteen columns at a time
+// (kda_avx2.cpp, kda_avx512.cpp).
 void delta_step_generic(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
                         const float* v, const float* g, float beta, float* kv_mem, float* o);
+void delta_step_avx2(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
+                     const float* v, const float* g, float beta, float* kv_mem, float* o);
 void delta_step_avx512(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
                        const float* v, const float* g, float beta, float* kv_mem, float* o);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
