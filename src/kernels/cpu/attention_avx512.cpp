@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/mathf_avx512.h"
+#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_math.h"
 
 namespace sluice::kernels {
 namespace {
@@ -48,7 +49,7 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
   __m512 m = _mm512_loadu_ps(sT);
   for (int64_t p = 1; p < lo; ++p) {
     const __m512 x = _mm512_loadu_ps(sT + p * T);
-    m = _mm512_mask_mov_ps(m, avx512::gt(x, m), x);
+    m = _mm512_mask_mov_ps(m, avx512::Avx512Lanes::gt(x, m), x);
   }
   alignas(64) float mr[T], sr[T];
   _mm512_store_ps(mr, m);
@@ -60,7 +61,7 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
   m = _mm512_load_ps(mr);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t p = 0; p < lo; ++p) {
-    const __m512 e = avx512::exp(_mm512_sub_ps(_mm512_loadu_ps(sT + p * T), m));
+    const __m512 e = simd::exp<avx512::Avx512Lanes>(_mm512_sub_ps(_mm512_loadu_ps(sT + p * T), m));
     _mm512_storeu_ps(sT + p * T, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -70,7 +71,7 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
       float& x = sT[p * T + r];
       // mathf::exp's bits through the vector form: an inline function of a shared header compiled
       // here for AVX-512 could be the copy the linker keeps for every caller.
-      x = _mm512_cvtss_f32(avx512::exp(_mm512_set1_ps(x - mr[r])));
+      x = _mm512_cvtss_f32(simd::exp<avx512::Avx512Lanes>(_mm512_set1_ps(x - mr[r])));
       sr[r] += x;
     }
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(sr));

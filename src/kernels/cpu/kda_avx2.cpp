@@ -4,7 +4,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/mathf_avx2.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_math.h"
 
 namespace sluice::kernels {
 
@@ -16,7 +17,7 @@ void delta_step_avx2(const float* S_in, float* S, int64_t dk, int64_t dv, const 
   for (int64_t i = 0; i < dk; i += 8) {
     alignas(32) float gi[8] = {};
     std::copy(g + i, g + std::min(dk, i + 8), gi);
-    _mm256_store_ps(a + i, avx2::exp(_mm256_load_ps(gi)));
+    _mm256_store_ps(a + i, simd::exp<avx2::Avx2Lanes>(_mm256_load_ps(gi)));
   }
   const __m256 b = _mm256_set1_ps(beta);
   for (int64_t j = 0; j < dv; j += 8) {

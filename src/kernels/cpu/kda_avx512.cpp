@@ -7,7 +7,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/mathf_avx512.h"
+#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_math.h"
 
 namespace sluice::kernels {
 
@@ -18,7 +19,7 @@ void delta_step_avx512(const float* S_in, float* S, int64_t dk, int64_t dv, cons
   alignas(64) float a[kMaxKeys];
   for (int64_t i = 0; i < dk; i += 16) {
     const __mmask16 m = avx512::tail_mask(std::min<int64_t>(16, dk - i));
-    _mm512_mask_storeu_ps(a + i, m, avx512::exp(_mm512_maskz_loadu_ps(m, g + i)));
+    _mm512_mask_storeu_ps(a + i, m, simd::exp<avx512::Avx512Lanes>(_mm512_maskz_loadu_ps(m, g + i)));
   }
   const __m512 b = _mm512_set1_ps(beta);
   for (int64_t j = 0; j < dv; j += 16) {

@@ -32,4 +32,37 @@ inline float reduce16(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+namespace {
+
+// The lane traits of simd_math.h for 16 lanes (internal linkage: see there).
+struct Avx512Lanes {
+  using V = __m512;
+  using I = __m512i;
+  using M = __mmask16;
+  static constexpr int64_t kLanes = 16;
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static I iset1(int32_t k) { return _mm512_set1_epi32(k); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static I to_int(V x) { return _mm512_cvtps_epi32(x); }
+  static I iadd(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static M is_nan(V x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); }
+  static M igt(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  static M mor(M a, M b) { return M(a | b); }
+  static V select(V a, M m, V b) { return _mm512_mask_mov_ps(a, m, b); }
+  static I iselect(I a, M m, I b) { return _mm512_mask_mov_epi32(a, m, b); }
+  static V neg(V x) { return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f)); }
+  static V pow2(I k) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23)); }
+};
+
+}  // namespace
+
 }  // namespace sluice::kernels::avx512
