@@ -1,43 +1,18 @@
 // The absorbed attention's inner loops on 16 lanes (cpu_attention.cpp's 4-lane versions, widened):
-// a tile's 16 query rows are one vector, so every lane is still one row's sum over its index in
-// order with each product rounded before its add (no contraction in this file), and the bits are
-// the 4-lane versions' and the scalar loops'.
+// the tile scores and context sums of simd_kernels.h, and the tile softmax. A tile's 16 query rows
+// are one vector, so every lane is still one row's sum over its index in order with each product
+// rounded before its add (no contraction in this file), and the bits are the 4-lane versions' and
+// the scalar loops'.
 #include <algorithm>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/simd_avx512.h"
-#include "kernels/cpu/simd_math.h"
+#include "kernels/cpu/simd_kernels.h"
 
 namespace sluice::kernels {
-namespace {
-
-// C positions' scores at once: C independent sums per row hide the adds' latency, and each query
-// vector is loaded once for all of them.
-template <int C>
-void tile_dots_c(const float* qT, const float* x, int64_t ldx, int64_t n, float* out) {
-  __m512 acc[C];
-  for (int k = 0; k < C; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; ++i) {
-    const __m512 q = _mm512_loadu_ps(qT + i * kAttnTile);
-    for (int k = 0; k < C; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(q, _mm512_set1_ps(x[k * ldx + i])));
-  }
-  for (int k = 0; k < C; ++k) _mm512_storeu_ps(out + k * kAttnTile, acc[k]);
-}
-
-}  // namespace
 
 void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
-  static_assert(kAttnTile == 16 && kTileDotsMax == 8);
-  switch (count) {
-    case 1: return tile_dots_c<1>(qT, x, ldx, n, out);
-    case 2: return tile_dots_c<2>(qT, x, ldx, n, out);
-    case 3: return tile_dots_c<3>(qT, x, ldx, n, out);
-    case 4: return tile_dots_c<4>(qT, x, ldx, n, out);
-    case 5: return tile_dots_c<5>(qT, x, ldx, n, out);
-    case 6: return tile_dots_c<6>(qT, x, ldx, n, out);
-    case 7: return tile_dots_c<7>(qT, x, ldx, n, out);
-    case 8: return tile_dots_c<8>(qT, x, ldx, n, out);
-  }
+  simd::tile_dots<avx512::Avx512Lanes>(qT, x, ldx, count, n, out);
 }
 
 // Softmax of each row over its n[r] positions: the max (a NaN never replaces it, as in the scalar
@@ -84,24 +59,7 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
 
 void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
                          int64_t p1) {
-  int64_t j = 0;
-  for (; j + 64 <= kvr; j += 64) {
-    __m512 c[4];
-    for (int k = 0; k < 4; ++k) c[k] = _mm512_loadu_ps(ctx + j + 16 * k);
-    for (int64_t p = p0; p < p1; ++p) {
-      const __m512 w = _mm512_set1_ps(s[p * stride]);
-      const float* l = lat + p * kvr + j;
-      for (int k = 0; k < 4; ++k) c[k] = _mm512_add_ps(c[k], _mm512_mul_ps(w, _mm512_loadu_ps(l + 16 * k)));
-    }
-    for (int k = 0; k < 4; ++k) _mm512_storeu_ps(ctx + j + 16 * k, c[k]);
-  }
-  for (; j < kvr; j += 16) {
-    const __mmask16 m = avx512::tail_mask(std::min<int64_t>(16, kvr - j));
-    __m512 c = _mm512_maskz_loadu_ps(m, ctx + j);
-    for (int64_t p = p0; p < p1; ++p)
-      c = _mm512_add_ps(c, _mm512_mul_ps(_mm512_set1_ps(s[p * stride]), _mm512_maskz_loadu_ps(m, lat + p * kvr + j)));
-    _mm512_mask_storeu_ps(ctx + j, m, c);
-  }
+  simd::context_rows<avx512::Avx512Lanes>(ctx, s, stride, lat, kvr, p0, p1);
 }
 
 }  // namespace sluice::kernels

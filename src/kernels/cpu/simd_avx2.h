@@ -19,6 +19,12 @@ struct Avx2Lanes {
   static I iset1(int32_t k) { return _mm256_set1_epi32(k); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  // The first n (< kLanes) lanes only: the others load as 0 and are not stored.
+  static __m256i first(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+  static void store_n(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }

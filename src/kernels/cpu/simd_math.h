@@ -7,7 +7,7 @@
 // leave a copy that another file's caller could get.
 //
 // S provides: V (float lanes), I (int32 lanes), M (a lane mask) and kLanes; set1, iset1, load,
-// store, add, sub, mul, div, round (to nearest even), to_int (of integral lanes), iadd, isub,
+// store, load_n / store_n (the first n lanes only), add, sub, mul, div, round (to nearest even), to_int (of integral lanes), iadd, isub,
 // lt / gt / is_nan on V and igt on I (giving M), mor (M | M), select(a, m, b) and iselect (b where
 // m is set, else a), neg (the sign flipped), pow2 (2^k exactly for k in [-126, 127]).
 #pragma once
