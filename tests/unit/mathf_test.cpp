@@ -179,5 +179,43 @@ TEST(Mathf, GatedActivationsOfEveryIsaAreTheScalarLoop) {
   EXPECT_GE(isas, 1);
 }
 
+// The ISA table's σ and SiLU of a row (KDA's conv and gates, the output gates) against mathf's
+// scalar functions, on the same sweeps, every tail length and in place.
+TEST(Mathf, UnaryActivationsOfEveryIsaAreTheScalarFunctions) {
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b); };
+  std::vector<float> x0;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4093) {
+    const uint32_t xb = uint32_t(b);
+    float x;
+    std::memcpy(&x, &xb, 4);
+    x0.push_back(x);
+  }
+  for (int i = 0; i <= 240000; ++i) x0.push_back(-120.0f + float(i) * 0.001f);
+  int isas = 0;
+  for (const Isa* isa : available_isas()) {
+    ++isas;
+    for (Unary f : {Unary::Sigmoid, Unary::Silu}) {
+      SCOPED_TRACE(std::string(isa->name) + (f == Unary::Sigmoid ? " sigmoid" : " silu"));
+      auto scalar = [f](float x) { return f == Unary::Sigmoid ? mathf::sigmoid(x) : mathf::silu(x); };
+      std::vector<float> got(x0.size());
+      isa->unary(f, x0.data(), got.data(), int64_t(x0.size()));
+      size_t bad = 0, first_bad = x0.size();
+      for (size_t i = 0; i < x0.size(); ++i)
+        if (!same(got[i], scalar(x0[i]))) {
+          ++bad;
+          first_bad = std::min(first_bad, i);
+        }
+      EXPECT_EQ(bad, 0u) << "first at x=" << x0[std::min(first_bad, x0.size() - 1)];
+      for (int64_t n = 1; n <= 40; ++n) {
+        std::vector<float> t(x0.end() - 100000, x0.end() - 100000 + n), want = t;
+        for (float& v : want) v = scalar(v);
+        isa->unary(f, t.data(), t.data(), n);  // in place
+        for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(same(t[size_t(i)], want[size_t(i)])) << "length " << n << " at " << i;
+      }
+    }
+  }
+  EXPECT_GE(isas, 1);
+}
+
 }  // namespace
 }  // namespace sluice::kernels

@@ -10,4 +10,6 @@ void gated_act_avx2(const Activation& a, float* g, const float* u, int64_t n) {
   simd::gated_act<avx2::Avx2Lanes>(a, g, u, n);
 }
 
+void unary_avx2(Unary f, const float* x, float* y, int64_t n) { simd::unary<avx2::Avx2Lanes>(f, x, y, n); }
+
 }  // namespace sluice::kernels

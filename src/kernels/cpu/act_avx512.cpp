@@ -12,4 +12,6 @@ void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n) 
   simd::gated_act<avx512::Avx512Lanes>(a, g, u, n);
 }
 
+void unary_avx512(Unary f, const float* x, float* y, int64_t n) { simd::unary<avx512::Avx512Lanes>(f, x, y, n); }
+
 }  // namespace sluice::kernels

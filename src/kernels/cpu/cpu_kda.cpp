@@ -62,38 +62,86 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   float* qc = temp<float>(T * P);
   float* kc = temp<float>(T * P);
   float* vc = temp<float>(T * P);
-  causal_conv_silu(conv, qh, op.q_conv.p, T, P, K, qc);
-  causal_conv_silu(conv + win, kh, op.k_conv.p, T, P, K, kc);
-  causal_conv_silu(conv + 2 * win, vh, op.v_conv.p, T, P, K, vc);
-  const float q_scale = 1.0f / std::sqrt(float(dk));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float* q = qc + t * P + h * dk;
-      l2norm(q, dk, 1e-6f, q);
-      for (int64_t i = 0; i < dk; ++i) q[i] *= q_scale;
-      float* k = kc + t * P + h * dk;
-      l2norm(k, dk, 1e-6f, k);
-    }
-  }
-
-  // Log-decay per channel: r = f + dt_bias.
-  const float* f = row_ptr(in.f, 0);
   float* g = temp<float>(T * P);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t ch = 0; ch < P; ++ch) {
-      float r = f[t * P + ch] + op.dt_bias.p[ch];
-      float a = mathf::exp(op.a_log.p[ch / dk]);
-      g[t * P + ch] = op.lower_bound_gate ? op.lower_bound * sigmoid(a * r) : -a * softplus(r);
-    }
-  }
-  const float* beta_raw = row_ptr(in.beta, 0);
   float* beta = temp<float>(T * heads);
-  for (int64_t i = 0; i < T * heads; ++i) beta[i] = sigmoid(beta_raw[i]);
+  // The conv taps transposed to [K][P] per part, so a row's taps run along its channels.
+  const int64_t lag = K - 1;  // rows of the conv window
+  float* taps = temp<float>(3 * K * P);
+  const float* conv_w[3] = {op.q_conv.p, op.k_conv.p, op.v_conv.p};
+  for (int part = 0; part < 3; ++part)
+    for (int64_t c = 0; c < P; ++c)
+      for (int64_t j = 0; j < K; ++j) taps[(part * K + j) * P + c] = conv_w[part][c * K + j];
+  float* decay = temp<float>(P);  // e^{A_log} of each channel's head
+  for (int64_t ch = 0; ch < P; ++ch) decay[ch] = mathf::exp(op.a_log.p[ch / dk]);
+  const float q_scale = 1.0f / std::sqrt(float(dk));
+  const float* f = row_ptr(in.f, 0);
+  const float* beta_raw = row_ptr(in.beta, 0);
+  const UnaryFn unary = isa().unary;
+  // Everything before the recurrence is a function of a row's own inputs (and, for the conv, the
+  // K-1 rows before it or the window before the pass), so the rows are split over the pool; each
+  // element's arithmetic is the row-at-a-time one: the conv sum from 0 over the taps in order, the
+  // input's own tap last, then SiLU; the l2norms; r = f + dt_bias and the gate
+  // lower_bound·σ(e^{A_log}·r) (or −e^{A_log}·softplus(r)); β = σ.
+  ThreadPool::global().parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xs[3] = {qh, kh, vh};
+      float* outs[3] = {qc, kc, vc};
+      for (int part = 0; part < 3; ++part) {
+        const float* x = xs[part];
+        const float* w = taps + part * K * P;
+        const float* window = conv + part * win;  // [P][lag]: the lag rows before the pass
+        float* o = outs[part] + t * P;
+        std::fill(o, o + P, 0.0f);
+        for (int64_t j = 0; j < lag; ++j) {
+          const int64_t tau = t - lag + j;
+          const float* wj = w + j * P;
+          if (tau >= 0) {
+            const float* xr = x + tau * P;
+            for (int64_t c = 0; c < P; ++c) o[c] += wj[c] * xr[c];
+          } else {
+            for (int64_t c = 0; c < P; ++c) o[c] += wj[c] * window[c * lag + tau + lag];
+          }
+        }
+        const float* ws = w + lag * P;
+        const float* xt = x + t * P;
+        for (int64_t c = 0; c < P; ++c) o[c] += ws[c] * xt[c];
+        unary(Unary::Silu, o, o, P);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* q = qc + t * P + h * dk;
+        l2norm(q, dk, 1e-6f, q);
+        for (int64_t i = 0; i < dk; ++i) q[i] *= q_scale;
+        float* k = kc + t * P + h * dk;
+        l2norm(k, dk, 1e-6f, k);
+      }
+      float* gt = g + t * P;
+      const float* ft = f + t * P;
+      if (op.lower_bound_gate) {
+        for (int64_t ch = 0; ch < P; ++ch) gt[ch] = decay[ch] * (ft[ch] + op.dt_bias.p[ch]);
+        unary(Unary::Sigmoid, gt, gt, P);
+        for (int64_t ch = 0; ch < P; ++ch) gt[ch] = op.lower_bound * gt[ch];
+      } else {
+        for (int64_t ch = 0; ch < P; ++ch) gt[ch] = -decay[ch] * softplus(ft[ch] + op.dt_bias.p[ch]);
+      }
+      unary(Unary::Sigmoid, beta_raw + t * heads, beta + t * heads, heads);
+    }
+  });
+  // The window after the pass: slot j holds the input at row T − lag + j (before the pass: its slot
+  // T + j, which no lower slot's update has overwritten yet).
+  if (T > 0)
+    for (int part = 0; part < 3; ++part) {
+      const float* x = part == 0 ? qh : part == 1 ? kh : vh;
+      for (int64_t c = 0; c < P; ++c) {
+        float* st = conv + part * win + c * lag;
+        for (int64_t j = 0; j < lag; ++j) st[j] = T - lag + j >= 0 ? x[(T - lag + j) * P + c] : st[T + j];
+      }
+    }
 
   // The recurrence: heads are independent; rows run in order.
   const float* gate = row_ptr(in.gate, 0);
   float* o = row_ptr(out, 0);
   float* kv_mem = temp<float>(heads * dk);
+  float* gates = temp<float>(heads * dk);  // σ(gate) of a row, per head
   const float* S_from = row_ptr(from.S, 0);
   float* S_to = row_ptr(to.S, 0);
   const DeltaStepFn step = isa().delta_step;
@@ -107,7 +155,9 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
                    o + off);
         float* oh = o + off;
         kernels::rmsnorm(oh, op.o_norm.p, dk, op.norm_eps, oh);
-        for (int64_t j = 0; j < dk; ++j) oh[j] *= sigmoid(gate[off + j]);
+        float* sg = gates + h * dk;
+        unary(Unary::Sigmoid, gate + off, sg, dk);
+        for (int64_t j = 0; j < dk; ++j) oh[j] *= sg[j];
       }
     }
   });

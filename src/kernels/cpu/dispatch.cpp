@@ -89,10 +89,30 @@ void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float
 void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
   MatmulFn fn = pick(isa, w.type);
   // Rows are split so each thread streams a contiguous slice of the weight.
-  int64_t grain = std::max<int64_t>(16, 4096 / std::max<int64_t>(1, w.cols / 64));
-  ThreadPool::global().parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) {
-    fn(w, x, ldx, n, y, ldy, r0, r1);
-    add_bias(w, n, y, ldy, r0, r1);
+  const int64_t grain = std::max<int64_t>(16, 4096 / std::max<int64_t>(1, w.cols / 64));
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t threads = pool.size(), row_parts = std::min(threads, (w.rows + grain - 1) / grain);
+  // A pass of many rows through a weight too small to give every thread a slice of it (a prefill
+  // through the default model's 256-wide projections was one thread's work): the rows of x are
+  // split as well. Every product's bits are its own row's and column's alone (the kernels are
+  // batch invariant), so the split changes none.
+  constexpr int64_t kMinPassRows = 16;
+  const int64_t x_parts = row_parts >= threads ? 1 : std::min(threads / row_parts, n / kMinPassRows);
+  if (x_parts <= 1) {
+    pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) {
+      fn(w, x, ldx, n, y, ldy, r0, r1);
+      add_bias(w, n, y, ldy, r0, r1);
+    });
+    return;
+  }
+  pool.parallel_for(row_parts * x_parts, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t rp = k % row_parts, xp = k / row_parts;
+      const int64_t r0 = w.rows * rp / row_parts, r1 = w.rows * (rp + 1) / row_parts;
+      const int64_t i0 = n * xp / x_parts, i1 = n * (xp + 1) / x_parts;
+      fn(w, x + i0 * ldx, ldx, i1 - i0, y + i0 * ldy, ldy, r0, r1);
+      add_bias(w, i1 - i0, y + i0 * ldy, ldy, r0, r1);
+    }
   });
 }
 

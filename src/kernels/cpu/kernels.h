@@ -36,6 +36,10 @@ using DeltaStepFn = void (*)(const float* S_in, float* S, int64_t dk, int64_t dv
                              const float* v, const float* g, float beta, float* kv_mem, float* o);
 // g[i] = act(g[i], u[i]) for i in [0, n): element by element, the same bits on every ISA.
 using GatedActFn = void (*)(const Activation& a, float* g, const float* u, int64_t n);
+// y[i] = f(x[i]) for i in [0, n) (y may be x): mathf's sigmoid or SiLU, element by element, the
+// same bits on every ISA.
+enum class Unary : uint8_t { Sigmoid, Silu };
+using UnaryFn = void (*)(Unary f, const float* x, float* y, int64_t n);
 
 struct Isa {
   const char* name;
@@ -49,6 +53,7 @@ struct Isa {
   TileSoftmaxFn tile_softmax;  // and their softmax
   ContextRowsFn context_rows;  // the absorbed attention's latent sums
   DeltaStepFn delta_step;      // KDA's recurrence
+  UnaryFn unary;               // σ and SiLU of a row (KDA's conv and gates, the output gates)
 };
 
 const Isa& scalar_isa();
@@ -69,6 +74,9 @@ void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx2(const Activation& a, float* g, const float* u, int64_t n);
 void gated_act_avx512(const Activation& a, float* g, const float* u, int64_t n);
+void unary_scalar(Unary f, const float* x, float* y, int64_t n);
+void unary_avx2(Unary f, const float* x, float* y, int64_t n);
+void unary_avx512(Unary f, const float* x, float* y, int64_t n);
 // The tiles' scores and softmax, and the context sums: four lanes at a time in cpu_attention.cpp,
 // eight in attention_avx2.cpp (scores, context sums), sixteen in attention_avx512.cpp.
 void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
@@ -119,9 +127,5 @@ float dot(const float* a, const float* b, int64_t n);
 // y += a·x
 void axpy(float a, const float* x, float* y, int64_t n);
 
-// Causal depthwise convolution with kernel K over T new positions for C channels, then SiLU.
-// state: [C, K-1] previous raw inputs (oldest first), updated in place to end at the last position.
-// x: [T, C] raw inputs; w: [C, K] (oldest tap first); out: [T, C].
-void causal_conv_silu(float* state, const float* x, const float* w, int64_t T, int64_t C, int64_t K, float* out);
 
 }  // namespace sluice::kernels

@@ -340,7 +340,7 @@ namespace detail {
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx512_isa() {
   static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_avx512,
-                       matmul_int4_avx512, gated_act_avx512, tile_dots_avx512, tile_softmax_avx512, context_rows_avx512, delta_step_avx512};
+                       matmul_int4_avx512, gated_act_avx512, tile_dots_avx512, tile_softmax_avx512, context_rows_avx512, delta_step_avx512, unary_avx512};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

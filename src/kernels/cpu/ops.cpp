@@ -32,6 +32,13 @@ float silu(float x) { return mathf::silu(x); }
 float softplus(float x) { return mathf::softplus(x); }
 float situ(float g, float u, float beta_g, float beta_u) { return mathf::situ(g, u, beta_g, beta_u); }
 
+void unary_scalar(Unary f, const float* x, float* y, int64_t n) {
+  if (f == Unary::Sigmoid)
+    for (int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]);
+}
+
 void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n) {
   switch (a.kind) {
     case ActKind::SiTU:
@@ -69,23 +76,6 @@ float dot(const float* a, const float* b, int64_t n) {
 
 void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-void causal_conv_silu(float* state, const float* x, const float* w, int64_t T, int64_t C, int64_t K, float* out) {
-  const int64_t S = K - 1;
-  for (int64_t c = 0; c < C; ++c) {
-    float* st = state + c * S;
-    const float* wc = w + c * K;
-    for (int64_t t = 0; t < T; ++t) {
-      float xt = x[t * C + c];
-      float acc = 0.0f;
-      for (int64_t j = 0; j < S; ++j) acc += wc[j] * st[j];
-      acc += wc[S] * xt;
-      out[t * C + c] = silu(acc);
-      for (int64_t j = 0; j + 1 < S; ++j) st[j] = st[j + 1];
-      if (S > 0) st[S - 1] = xt;
-    }
-  }
 }
 
 }  // namespace sluice::kernels

@@ -30,18 +30,18 @@ template <class S, int C>
 void tile_dots_c(const float* qT, const float* x, int64_t ldx, int64_t n, float* out) {
   constexpr int R = int(kAttnTile / S::kLanes);
   typename S::V acc[C][R];
-  for (int k = 0; k < C; ++k)
-    for (int r = 0; r < R; ++r) acc[k][r] = S::set1(0.0f);
+  SLUICE_UNROLL for (int k = 0; k < C; ++k)
+    SLUICE_UNROLL for (int r = 0; r < R; ++r) acc[k][r] = S::set1(0.0f);
   for (int64_t i = 0; i < n; ++i) {
     typename S::V q[R];
-    for (int r = 0; r < R; ++r) q[r] = S::load(qT + i * kAttnTile + r * S::kLanes);
-    for (int k = 0; k < C; ++k) {
+    SLUICE_UNROLL for (int r = 0; r < R; ++r) q[r] = S::load(qT + i * kAttnTile + r * S::kLanes);
+    SLUICE_UNROLL for (int k = 0; k < C; ++k) {
       const typename S::V xi = S::set1(x[k * ldx + i]);
-      for (int r = 0; r < R; ++r) acc[k][r] = S::add(acc[k][r], S::mul(q[r], xi));
+      SLUICE_UNROLL for (int r = 0; r < R; ++r) acc[k][r] = S::add(acc[k][r], S::mul(q[r], xi));
     }
   }
-  for (int k = 0; k < C; ++k)
-    for (int r = 0; r < R; ++r) S::store(out + k * kAttnTile + r * S::kLanes, acc[k][r]);
+  SLUICE_UNROLL for (int k = 0; k < C; ++k)
+    SLUICE_UNROLL for (int r = 0; r < R; ++r) S::store(out + k * kAttnTile + r * S::kLanes, acc[k][r]);
 }
 
 // tile_dots_c for c <= C positions.
@@ -67,13 +67,13 @@ void context_rows(float* ctx, const float* s, int64_t stride, const float* lat, 
   int64_t j = 0;
   for (; j + 4 * W <= kvr; j += 4 * W) {
     typename S::V c[4];
-    for (int k = 0; k < 4; ++k) c[k] = S::load(ctx + j + W * k);
+    SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[k] = S::load(ctx + j + W * k);
     for (int64_t p = p0; p < p1; ++p) {
       const typename S::V w = S::set1(s[p * stride]);
       const float* l = lat + p * kvr + j;
-      for (int k = 0; k < 4; ++k) c[k] = S::add(c[k], S::mul(w, S::load(l + W * k)));
+      SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[k] = S::add(c[k], S::mul(w, S::load(l + W * k)));
     }
-    for (int k = 0; k < 4; ++k) S::store(ctx + j + W * k, c[k]);
+    SLUICE_UNROLL for (int k = 0; k < 4; ++k) S::store(ctx + j + W * k, c[k]);
   }
   for (; j < kvr; j += W) {
     const int64_t m = std::min(W, kvr - j);

@@ -14,7 +14,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/device.h"
+
+// The loops over a small constant count of vectors unrolled, so their accumulators live in
+// registers: GCC at -O2 keeps such an array in memory otherwise, and every add then waits on a
+// store and a load (the tile scores and context sums ran at about a third of their floor so).
+#define SLUICE_UNROLL _Pragma("GCC unroll 16")
 
 namespace sluice::kernels::simd {
 
@@ -26,7 +32,7 @@ typename S::V exp(typename S::V x) {
   const V k = S::round(S::mul(x, S::set1(1.44269502f)));
   const V r = S::sub(S::sub(x, S::mul(k, S::set1(0.693145752f))), S::mul(k, S::set1(1.42860677e-06f)));
   V p = S::set1(2.48015873e-05f);
-  for (float c : {1.98412698e-04f, 1.38888889e-03f, 8.33333333e-03f, 4.16666667e-02f, 1.66666667e-01f, 0.5f, 1.0f,
+  SLUICE_UNROLL for (float c : {1.98412698e-04f, 1.38888889e-03f, 8.33333333e-03f, 4.16666667e-02f, 1.66666667e-01f, 0.5f, 1.0f,
                   1.0f})
     p = S::add(S::mul(p, r), S::set1(c));
   // k is an integer in [-150, 128] on every lane that keeps this result (others are replaced below):
@@ -52,7 +58,7 @@ typename S::V tanh(typename S::V x) {
   const V ax = S::select(x, negative, S::neg(x));
   const V x2 = S::mul(ax, ax);
   V p = S::set1(0.0218694885f);
-  for (float c : {-0.0539682540f, 0.133333333f, -0.333333333f, 1.0f}) p = S::add(S::mul(p, x2), S::set1(c));
+  SLUICE_UNROLL for (float c : {-0.0539682540f, 0.133333333f, -0.333333333f, 1.0f}) p = S::add(S::mul(p, x2), S::set1(c));
   const V series = S::mul(ax, p);
   const V e = exp<S>(S::mul(S::set1(2.0f), ax));
   V t = S::sub(S::set1(1.0f), S::div(S::set1(2.0f), S::add(e, S::set1(1.0f))));
@@ -91,6 +97,16 @@ void each(float* g, const float* u, int64_t n, F f) {
     S::store(gt, f(S::load(gt), S::load(ut)));
     std::copy(gt, gt + (n - i), g + i);
   }
+}
+
+// unary_scalar's σ or SiLU (ops.cpp), a vector at a time, the tail through the first lanes.
+template <class S>
+void unary(Unary f, const float* x, float* y, int64_t n) {
+  constexpr int64_t W = S::kLanes;
+  auto one = [f](typename S::V v) { return f == Unary::Sigmoid ? sigmoid<S>(v) : silu<S>(v); };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) S::store(y + i, one(S::load(x + i)));
+  if (i < n) S::store_n(y + i, one(S::load_n(x + i, n - i)), n - i);
 }
 
 // The gated activations with gated_act_scalar's bits (ops.cpp).
