@@ -81,6 +81,12 @@ void add_bias(const Weight& w, int64_t n, float* y, int64_t ldy, int64_t r0, int
 
 }  // namespace
 
+int64_t vector_block(int64_t n, int64_t bytes_per_vector, int64_t tile) {
+  constexpr int64_t kBlockBytes = 256 << 10;
+  const int64_t fit = kBlockBytes / std::max<int64_t>(bytes_per_vector, 1) / tile * tile;
+  return std::max(tile, std::min(n, fit));
+}
+
 void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y) {
   pick(isa, w.type)(w, x, w.cols, n, y, w.rows, 0, w.rows);
   add_bias(w, n, y, w.rows, 0, w.rows);
