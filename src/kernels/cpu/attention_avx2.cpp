@@ -10,9 +10,9 @@ void tile_dots_avx2(const float* qT, const float* x, int64_t ldx, int64_t count,
   simd::tile_dots<avx2::Avx2Lanes>(qT, x, ldx, count, n, out);
 }
 
-void context_rows_avx2(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
-                       int64_t p1) {
-  simd::context_rows<avx2::Avx2Lanes>(ctx, s, stride, lat, kvr, p0, p1);
+void context_rows_avx2(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
+                         int64_t p0, int64_t p1, int64_t rows) {
+  simd::context_rows<avx2::Avx2Lanes>(ctx, ldc, s, stride, lat, kvr, p0, p1, rows);
 }
 
 }  // namespace sluice::kernels

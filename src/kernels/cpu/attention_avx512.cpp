@@ -57,9 +57,9 @@ void tile_softmax_avx512(float* sT, const int64_t* n) {
     for (int64_t p = lo; p < n[r]; ++p) sT[p * T + r] *= invr[r];
 }
 
-void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
-                         int64_t p1) {
-  simd::context_rows<avx512::Avx512Lanes>(ctx, s, stride, lat, kvr, p0, p1);
+void context_rows_avx512(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
+                         int64_t p0, int64_t p1, int64_t rows) {
+  simd::context_rows<avx512::Avx512Lanes>(ctx, ldc, s, stride, lat, kvr, p0, p1, rows);
 }
 
 }  // namespace sluice::kernels

@@ -118,11 +118,13 @@ void CpuDevice::mla_cache_write(const Buf& kv, const Vec& norm, float eps, Buf l
   SLUICE_CHECK(kv.cols == kvr + rope && norm.n == kvr && first >= 0 && first + T <= latent.rows &&
                    first + T <= k_pe.rows,
                "mla_cache_write: shapes");
-  for (int64_t t = 0; t < T; ++t) {
-    const float* row = row_ptr(kv, t);
-    kernels::rmsnorm(row, norm.p, kvr, eps, row_ptr(latent, first + t));
-    std::copy(row + kvr, row + kvr + rope, row_ptr(k_pe, first + t));
-  }
+  row_slices(T, row_grain(kvr + rope), [&](int64_t, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* row = row_ptr(kv, t);
+      kernels::rmsnorm(row, norm.p, kvr, eps, row_ptr(latent, first + t));
+      std::copy(row + kvr, row + kvr + rope, row_ptr(k_pe, first + t));
+    }
+  });
 }
 
 // Absorbed MLA in tiles of kTile query rows of one head. Every row's arithmetic is the plain
@@ -224,7 +226,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           softmax_tile(sT, n);
           std::fill(ctx, ctx + kvr, 0.0f);
           for (int64_t p0 = 0; p0 < n_hi; p0 += block)
-            context(ctx, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi));
+            context(ctx, kvr, sT, kTile, lat, kvr, p0, std::min(p0 + block, n_hi), 1);
           float* o = out + (t0 * nh + h) * vd;
           if (fp8) {
             // kRowsWide value rows widened at a time, then the F32 loops (row_expand's sums do not
@@ -257,8 +259,13 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         std::fill(ctx, ctx + kTile * kvr, 0.0f);
         for (int64_t p0 = 0; p0 < n_hi; p0 += block) {
           const int64_t p1 = std::min(p0 + block, n_hi);
-          for (int64_t r = 0; r < R; ++r)
-            if (p0 < n[r]) context(ctx + r * kvr, sT + r, kTile, lat, kvr, p0, std::min(p1, n[r]));
+          // Rows see a prefix of the positions, longer down the tile: the last ones see the whole
+          // block and go together, the others (at the causal diagonal) alone.
+          int64_t whole = R;
+          while (whole > 0 && n[whole - 1] >= p1) --whole;
+          for (int64_t r = 0; r < whole; ++r)
+            if (p0 < n[r]) context(ctx + r * kvr, kvr, sT + r, kTile, lat, kvr, p0, std::min(p1, n[r]), 1);
+          if (whole < R) context(ctx + whole * kvr, kvr, sT + whole, kTile, lat, kvr, p0, p1, R - whole);
         }
         // Value expansion: out[j] = kv_b[v_row0 + j, :]·ctx, the tile's rows as lanes.
         for (int64_t r = 0; r < kTile; ++r)
@@ -364,8 +371,8 @@ void CpuDevice::rope(const Buf& table, RopePairs pairs, Buf x, int64_t heads, in
   }
 }
 
-// The 4-lane context sums (ContextRowsFn), for the ISAs without a wider version.
-void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
+// The 4-lane context sums of one row.
+static void context_row_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
   int64_t j = 0;
   for (; j + 32 <= kvr; j += 32) {
     v4 c[8];
@@ -387,6 +394,12 @@ void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* la
     for (int64_t p = p0; p < p1; ++p) c += s[p * stride] * lat[p * kvr + j];
     ctx[j] = c;
   }
+}
+
+// ContextRowsFn on 4 lanes, for the ISAs without a wider version: row by row.
+void context_rows_v4(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                     int64_t p1, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) context_row_v4(ctx + r * ldc, s + r, stride, lat, kvr, p0, p1);
 }
 
 // The tile's scores two positions at a time (tile_dots2); an odd last position is computed twice

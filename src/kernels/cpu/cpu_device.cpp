@@ -125,37 +125,50 @@ void CpuDevice::rmsnorm(const Buf& x, const Vec& w, float eps, Buf y, int64_t gr
   const int64_t gs = group > 0 ? group : x.cols;
   SLUICE_CHECK(x.cols % gs == 0 && (w.empty() || w.n == gs), "rmsnorm: ", x.cols, " columns in groups of ", gs,
                " with a weight of ", w.n);
-  for (int64_t r = 0; r < x.rows; ++r)
-    for (int64_t g = 0; g < x.cols; g += gs) kernels::rmsnorm(row_ptr(x, r) + g, w.p, gs, eps, row_ptr(y, r) + g);
+  row_slices(x.rows, row_grain(x.cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t g = 0; g < x.cols; g += gs) kernels::rmsnorm(row_ptr(x, r) + g, w.p, gs, eps, row_ptr(y, r) + g);
+  });
 }
 
 void CpuDevice::add(Buf y, const Buf& x) {
   check_same_shape(y, x, "add");
-  for (int64_t r = 0; r < y.rows; ++r) {
-    float* yr = row_ptr(y, r);
-    const float* xr = row_ptr(x, r);
-    for (int64_t i = 0; i < y.cols; ++i) yr[i] += xr[i];
-  }
+  row_slices(y.rows, row_grain(y.cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* yr = row_ptr(y, r);
+      const float* xr = row_ptr(x, r);
+      for (int64_t i = 0; i < y.cols; ++i) yr[i] += xr[i];
+    }
+  });
 }
 
 void CpuDevice::sum(Buf out, const Buf& a, const Buf& b) {
   check_same_shape(out, a, "sum");
   check_same_shape(a, b, "sum");
-  for (int64_t r = 0; r < out.rows; ++r) {
-    float* o = row_ptr(out, r);
-    const float* ar = row_ptr(a, r);
-    const float* br = row_ptr(b, r);
-    for (int64_t i = 0; i < out.cols; ++i) o[i] = ar[i] + br[i];
-  }
+  row_slices(out.rows, row_grain(out.cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = row_ptr(out, r);
+      const float* ar = row_ptr(a, r);
+      const float* br = row_ptr(b, r);
+      for (int64_t i = 0; i < out.cols; ++i) o[i] = ar[i] + br[i];
+    }
+  });
 }
 
 void CpuDevice::mul_sigmoid(Buf y, const Buf& g) {
   check_same_shape(y, g, "mul_sigmoid");
-  for (int64_t r = 0; r < y.rows; ++r) {
-    float* yr = row_ptr(y, r);
-    const float* gr = row_ptr(g, r);
-    for (int64_t i = 0; i < y.cols; ++i) yr[i] *= sigmoid(gr[i]);
-  }
+  ScratchScope scope(*this);
+  const int64_t grain = row_grain(y.cols);
+  float* sg = temp<float>(int64_t(ThreadPool::global().size()) * y.cols);  // σ(g) of a row, per slice
+  const UnaryFn unary = isa().unary;
+  row_slices(y.rows, grain, [&](int64_t s, int64_t r0, int64_t r1) {
+    float* sr = sg + s * y.cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* yr = row_ptr(y, r);
+      unary(Unary::Sigmoid, row_ptr(g, r), sr, y.cols);
+      for (int64_t i = 0; i < y.cols; ++i) yr[i] *= sr[i];
+    }
+  });
 }
 
 // Element by element, so splitting the elements over the pool changes no bit. SiTU costs about
@@ -168,12 +181,15 @@ void gated_activation(const Isa& isa, const Activation& a, float* g, const float
 
 void CpuDevice::gated_act(const Activation& a, Buf g, const Buf& u) {
   check_same_shape(g, u, "gated_act");
+  if (g.contiguous() && u.contiguous()) return gated_activation(isa(), a, row_ptr(g, 0), row_ptr(u, 0), g.rows * g.cols);
   for (int64_t r = 0; r < g.rows; ++r) gated_activation(isa(), a, row_ptr(g, r), row_ptr(u, r), g.cols);
 }
 
 void CpuDevice::row_dot(const Buf& x, const Vec& w, Buf out) {
   SLUICE_CHECK(w.n == x.cols && out.rows == x.rows && out.cols == 1, "row_dot: shapes");
-  for (int64_t r = 0; r < x.rows; ++r) row_ptr(out, r)[0] = dot(row_ptr(x, r), w.p, x.cols);
+  row_slices(x.rows, row_grain(x.cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) row_ptr(out, r)[0] = dot(row_ptr(x, r), w.p, x.cols);
+  });
 }
 
 void CpuDevice::attn_res(std::span<const Buf> sources, const Vec& norm, const Vec& proj, float eps, Buf out) {
@@ -182,8 +198,10 @@ void CpuDevice::attn_res(std::span<const Buf> sources, const Vec& norm, const Ve
   SLUICE_CHECK(norm.n == H && proj.n == H, "attn_res: parameter widths");
   for (const Buf& s : sources) check_same_shape(s, out, "attn_res");
   ScratchScope scope(*this);
-  float* p = temp<float>(int64_t(n));
-  for (int64_t t = 0; t < T; ++t) {
+  float* weights = temp<float>(int64_t(ThreadPool::global().size()) * int64_t(n));  // per slice
+  row_slices(T, row_grain(H * int64_t(n)), [&](int64_t s, int64_t t0, int64_t t1) {
+  float* p = weights + s * int64_t(n);
+  for (int64_t t = t0; t < t1; ++t) {
     for (size_t i = 0; i < n; ++i) {
       const float* v = row_ptr(sources[i], t);
       float ss = 0.0f, acc = 0.0f;
@@ -198,6 +216,7 @@ void CpuDevice::attn_res(std::span<const Buf> sources, const Vec& norm, const Ve
     std::fill(o, o + H, 0.0f);
     for (size_t i = 0; i < n; ++i) axpy(p[i], row_ptr(sources[i], t), o, H);
   }
+  });
 }
 
 }  // namespace sluice::kernels

@@ -3,10 +3,12 @@
 // arithmetic the model used to do itself, moved down unchanged: the scalar ISA's results are the
 // oracle for every other ISA and device.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "core/arena.h"
+#include "core/thread_pool.h"
 #include "kernels/device.h"
 #include "kernels/cpu/kernels.h"
 
@@ -93,6 +95,21 @@ class CpuDevice final : public Device {
 // g ← act(g, u) over n elements (the body of gated_act and of the routed experts' activation).
 // Elements are split over the thread pool; each range runs the ISA's gated_act.
 void gated_activation(const Isa& isa, const Activation& a, float* g, const float* u, int64_t n);
+
+// f(slot, r0, r1) over rows [0, rows) split into at most the pool's size contiguous slices of at
+// least `grain` rows, slot numbering the slices from 0 (for per-slice scratch). For the row-wise ops
+// (each row's result its own alone), so the split changes no bit; one slice runs inline.
+template <class F>
+void row_slices(int64_t rows, int64_t grain, F&& f) {
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(pool.size(), rows / std::max<int64_t>(grain, 1)));
+  if (slots == 1) return rows > 0 ? f(int64_t(0), int64_t(0), rows) : void();
+  pool.parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) f(s, rows * s / slots, rows * (s + 1) / slots);
+  });
+}
+// Rows per slice for a row of `cols` elements: about 16K elements of work a slice at least.
+inline int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 
 // Element pointer of row r of a CPU Buf.
 inline float* row_ptr(const Buf& b, int64_t r) { return static_cast<float*>(b.p) + r * b.ld; }

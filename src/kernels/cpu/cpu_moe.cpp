@@ -20,14 +20,23 @@ void CpuDevice::route(const RouterOp& op, const Buf& logits_b, Buf ids_b, Buf we
                    op.topk_groups <= groups && (op.correction_bias.empty() || op.correction_bias.n == E),
                "route: shapes");
   ScratchScope scope(*this);
-  float* scores = temp<float>(E);
-  float* choice = temp<float>(E);
-  int32_t* order = temp<int32_t>(E);
-  float* group_score = temp<float>(groups);
-  int64_t* group_order = temp<int64_t>(groups);
-  char* keep = temp<char>(groups);
+  // Rows are routed independently: slices of them over the pool, each with its own scratch.
+  const int64_t slots = ThreadPool::global().size();
+  float* scores_all = temp<float>(slots * E);
+  float* choice_all = temp<float>(slots * E);
+  int32_t* order_all = temp<int32_t>(slots * E);
+  float* group_score_all = temp<float>(slots * groups);
+  int64_t* group_order_all = temp<int64_t>(slots * groups);
+  char* keep_all = temp<char>(slots * groups);
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < T; ++t) {
+  row_slices(T, row_grain(4 * E), [&](int64_t s, int64_t t0, int64_t t1) {
+  float* scores = scores_all + s * E;
+  float* choice = choice_all + s * E;
+  int32_t* order = order_all + s * E;
+  float* group_score = group_score_all + s * groups;
+  int64_t* group_order = group_order_all + s * groups;
+  char* keep = keep_all + s * groups;
+  for (int64_t t = t0; t < t1; ++t) {
     const float* lg = row_ptr(logits_b, t);
     switch (op.score) {
       case RouterScore::Sigmoid:
@@ -87,6 +96,7 @@ void CpuDevice::route(const RouterOp& op, const Buf& logits_b, Buf ids_b, Buf we
       w[i] = wgt * op.scaling;
     }
   }
+  });
 }
 
 void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
@@ -134,12 +144,14 @@ void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
 void CpuDevice::combine(const Buf& yexp, const Buf& weights, Buf out) {
   const int64_t T = out.rows, R = out.cols, k = weights.cols;
   SLUICE_CHECK(weights.rows == T && yexp.rows == T * k && yexp.cols == R, "combine: shapes");
-  for (int64_t t = 0; t < T; ++t) {
-    float* o = row_ptr(out, t);
-    std::fill(o, o + R, 0.0f);
-    const float* w = row_ptr(weights, t);
-    for (int64_t i = 0; i < k; ++i) axpy(w[i], row_ptr(yexp, t * k + i), o, R);
-  }
+  row_slices(T, row_grain(R * k), [&](int64_t, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = row_ptr(out, t);
+      std::fill(o, o + R, 0.0f);
+      const float* w = row_ptr(weights, t);
+      for (int64_t i = 0; i < k; ++i) axpy(w[i], row_ptr(yexp, t * k + i), o, R);
+    }
+  });
 }
 
 }  // namespace sluice::kernels

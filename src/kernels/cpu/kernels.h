@@ -17,10 +17,11 @@ struct Activation;  // kernels/device.h
 // y[i*ldy + r] = sum_c W[r,c] * x[i*ldx + c] for i in [0,n), r in [r0,r1). fp32 accumulation.
 using MatmulFn = void (*)(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy,
                           int64_t r0, int64_t r1);
-// ctx[j] += Σ_{p0 <= p < p1} s[p·stride]·lat[p·kvr + j] for j < kvr, each column's sum in order of p
-// with every product rounded (the attention's context of one query row): the same bits on every ISA.
-using ContextRowsFn = void (*)(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
-                               int64_t p1);
+// ctx[r·ldc + j] += Σ_{p0 <= p < p1} s[p·stride + r]·lat[p·kvr + j] for r < rows and j < kvr, each
+// column's sum in order of p with every product rounded (the attention's contexts of `rows` query
+// rows whose scores sit side by side): the same bits on every ISA and for any grouping of rows.
+using ContextRowsFn = void (*)(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat,
+                               int64_t kvr, int64_t p0, int64_t p1, int64_t rows);
 // The absorbed attention's tiles of 16 query rows (cpu_attention.cpp). Scores of `count` <= 8
 // positions: out[k·16 + r] = Σ_{i<n} qT[i·16 + r]·x[k·ldx + i], each sum from 0 in order of i with
 // every product rounded. Softmax of every row of a tile over scores stored position-major
@@ -86,14 +87,15 @@ void unary_avx512(Unary f, const float* x, float* y, int64_t n);
 // eight in attention_avx2.cpp (scores, context sums), sixteen in attention_avx512.cpp.
 void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
 void tile_dots_avx2(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
-void context_rows_avx2(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
-                       int64_t p1);
+void context_rows_avx2(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
+                         int64_t p0, int64_t p1, int64_t rows);
 void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
 void tile_softmax_v4(float* sT, const int64_t* n);
 void tile_softmax_avx512(float* sT, const int64_t* n);
-void context_rows_v4(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1);
-void context_rows_avx512(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
-                         int64_t p1);
+void context_rows_v4(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
+                         int64_t p0, int64_t p1, int64_t rows);
+void context_rows_avx512(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
+                         int64_t p0, int64_t p1, int64_t rows);
 // The delta step: the compiler's loops (cpu_kda.cpp), eight and sixteen columns at a time
 // (kda_avx2.cpp, kda_avx512.cpp).
 void delta_step_generic(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,

@@ -59,29 +59,50 @@ void tile_dots(const float* qT, const float* x, int64_t ldx, int64_t count, int6
     tile_dots_upto<S, P>(std::min<int64_t>(P, count - k), qT, x + k * ldx, ldx, n, out + k * kAttnTile);
 }
 
-// ContextRowsFn: blocks of four vectors of columns held in registers across the positions, then
-// one vector at a time, the last one partial.
-template <class S>
-void context_rows(float* ctx, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0, int64_t p1) {
+// RB rows' context sums: four vectors of columns of every row in registers across the positions,
+// each latent vector loaded once for the RB rows; then one vector at a time, the last one partial.
+template <class S, int RB>
+void context_block(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                   int64_t p1) {
+  using V = typename S::V;
   constexpr int64_t W = S::kLanes;
   int64_t j = 0;
   for (; j + 4 * W <= kvr; j += 4 * W) {
-    typename S::V c[4];
-    SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[k] = S::load(ctx + j + W * k);
+    V c[RB][4];
+    SLUICE_UNROLL for (int r = 0; r < RB; ++r)
+      SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[r][k] = S::load(ctx + r * ldc + j + W * k);
     for (int64_t p = p0; p < p1; ++p) {
-      const typename S::V w = S::set1(s[p * stride]);
       const float* l = lat + p * kvr + j;
-      SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[k] = S::add(c[k], S::mul(w, S::load(l + W * k)));
+      V lv[4];
+      SLUICE_UNROLL for (int k = 0; k < 4; ++k) lv[k] = S::load(l + W * k);
+      SLUICE_UNROLL for (int r = 0; r < RB; ++r) {
+        const V w = S::set1(s[p * stride + r]);
+        SLUICE_UNROLL for (int k = 0; k < 4; ++k) c[r][k] = S::add(c[r][k], S::mul(w, lv[k]));
+      }
     }
-    SLUICE_UNROLL for (int k = 0; k < 4; ++k) S::store(ctx + j + W * k, c[k]);
+    SLUICE_UNROLL for (int r = 0; r < RB; ++r)
+      SLUICE_UNROLL for (int k = 0; k < 4; ++k) S::store(ctx + r * ldc + j + W * k, c[r][k]);
   }
   for (; j < kvr; j += W) {
     const int64_t m = std::min(W, kvr - j);
-    typename S::V c = load_upto<S>(ctx + j, m);
-    for (int64_t p = p0; p < p1; ++p)
-      c = S::add(c, S::mul(S::set1(s[p * stride]), load_upto<S>(lat + p * kvr + j, m)));
-    store_upto<S>(ctx + j, c, m);
+    SLUICE_UNROLL for (int r = 0; r < RB; ++r) {
+      V c = load_upto<S>(ctx + r * ldc + j, m);
+      for (int64_t p = p0; p < p1; ++p)
+        c = S::add(c, S::mul(S::set1(s[p * stride + r]), load_upto<S>(lat + p * kvr + j, m)));
+      store_upto<S>(ctx + r * ldc + j, c, m);
+    }
   }
+}
+
+// ContextRowsFn: rows four at a time on 16 lanes (16 accumulators), two at a time on 8 (the 16
+// ymm registers), the rest one at a time.
+template <class S>
+void context_rows(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr, int64_t p0,
+                  int64_t p1, int64_t rows) {
+  constexpr int RB = S::kLanes >= 16 ? 4 : 2;
+  int64_t r = 0;
+  for (; r + RB <= rows; r += RB) context_block<S, RB>(ctx + r * ldc, ldc, s + r, stride, lat, kvr, p0, p1);
+  for (; r < rows; ++r) context_block<S, 1>(ctx + r * ldc, ldc, s + r, stride, lat, kvr, p0, p1);
 }
 
 // DeltaStepFn, a vector of value columns at a time: each column's arithmetic is
