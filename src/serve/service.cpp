@@ -48,9 +48,17 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 class CancelWatcher {
  public:
   static constexpr std::chrono::milliseconds kPoll{50};
-  CancelWatcher(std::atomic<bool>& cancel, std::function<bool()> stop)
-      : cancel_(cancel), stop_(std::move(stop)), thread_([this] { watch(); }) {}
+  // A client gone (or a shutdown begun) already is seen here, before the generation starts: left
+  // to the thread, a short generation could finish before it was first scheduled.
+  CancelWatcher(std::atomic<bool>& cancel, std::function<bool()> stop) : cancel_(cancel), stop_(std::move(stop)) {
+    if (stop_()) {
+      cancel_.store(true);
+      return;
+    }
+    thread_ = std::thread([this] { watch(); });
+  }
   ~CancelWatcher() {
+    if (!thread_.joinable()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
@@ -75,7 +83,7 @@ class CancelWatcher {
   std::mutex mu_;
   std::condition_variable wake_;
   bool done_ = false;
-  std::thread thread_;  // last: starts once the members it reads exist
+  std::thread thread_;  // started last, once the members it reads exist
 };
 
 }  // namespace
