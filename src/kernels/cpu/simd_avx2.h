@@ -38,6 +38,7 @@ struct Avx2Lanes {
   static M is_nan(V x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
   static M igt(I a, I b) { return _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, b)); }
   static M mor(M a, M b) { return _mm256_or_ps(a, b); }
+  static bool none(M m) { return _mm256_testz_ps(m, m) != 0; }
   static V select(V a, M m, V b) { return _mm256_blendv_ps(a, b, m); }
   static I iselect(I a, M m, I b) {
     return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), m));

@@ -60,6 +60,7 @@ struct Avx512Lanes {
   static M is_nan(V x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); }
   static M igt(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }
   static M mor(M a, M b) { return M(a | b); }
+  static bool none(M m) { return m == 0; }
   static V select(V a, M m, V b) { return _mm512_mask_mov_ps(a, m, b); }
   static I iselect(I a, M m, I b) { return _mm512_mask_mov_epi32(a, m, b); }
   static V neg(V x) { return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f)); }

@@ -8,7 +8,7 @@
 //
 // S provides: V (float lanes), I (int32 lanes), M (a lane mask) and kLanes; set1, iset1, load,
 // store, load_n / store_n (the first n lanes only), add, sub, mul, div, round (to nearest even), to_int (of integral lanes), iadd, isub,
-// lt / gt / is_nan on V and igt on I (giving M), mor (M | M), select(a, m, b) and iselect (b where
+// lt / gt / is_nan on V and igt on I (giving M), mor (M | M), none (no lane of M set), select(a, m, b) and iselect (b where
 // m is set, else a), neg (the sign flipped), pow2 (2^k exactly for k in [-126, 127]).
 #pragma once
 #include <algorithm>
@@ -39,6 +39,10 @@ typename S::V exp(typename S::V x) {
   // p·2^k in one rounding, or beyond the normal exponents in two exact scalings.
   const I ki = S::to_int(k);
   const auto high = S::igt(ki, S::iset1(127)), low = S::igt(S::iset1(-126), ki);
+  // Every lane's k a normal exponent (the common case): p·2^k is every lane's result, as below.
+  // (x past either cut-off, ±inf and NaN all give k outside [-126, 127]: NaN and inf convert to
+  // INT_MIN.)
+  if (S::none(S::mor(high, low))) return S::mul(p, S::pow2(ki));
   I k1 = S::iselect(ki, high, S::iset1(127));
   k1 = S::iselect(k1, low, S::iadd(ki, S::iset1(100)));
   I k2 = S::iselect(S::iset1(0), high, S::isub(ki, S::iset1(127)));
