@@ -13,7 +13,10 @@ struct AlignedFree {
 };
 
 // Allocates `bytes` aligned to `alignment` (a power of two, >= 64) and writes every page once.
-std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment = 64);
+// split: a large buffer's pages are written by every thread of the global pool (the first pass of
+// a long prompt grows the device's scratch arena by hundreds of MB, page faults one thread took
+// alone); only from a thread that may call ThreadPool::parallel_for (not inside a range).
+std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment = 64, bool split = false);
 // How many allocate_touched calls the process has made (tests check that a pass makes none).
 uint64_t touched_allocations();
 

@@ -23,6 +23,12 @@
 #endif
 
 namespace sluice {
+
+namespace {
+// Set while this thread runs a range of a parallel_for: one called from there runs inline (the
+// pool's workers are all busy with the outer one).
+thread_local bool t_in_range = false;
+}  // namespace
 namespace {
 
 // How long a waiter polls before it parks: longer than the gap between two ops of a decode step,
@@ -86,12 +92,14 @@ void ThreadPool::worker_loop(int index) {
     const std::pair<int64_t, int64_t> range =
         index < int(ranges_.size()) ? ranges_[size_t(index)] : std::pair<int64_t, int64_t>{0, 0};
     if (range.first < range.second) {
+      t_in_range = true;
       try {
         (*job)(range.first, range.second);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!error_) error_ = std::current_exception();
       }
+      t_in_range = false;
     }
     // The last range done wakes a parked caller (same protocol, caller_parked_ for sleepers_).
     if (pending_.fetch_sub(1) == 1 && caller_parked_.load()) {
@@ -105,7 +113,7 @@ void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t chunks = std::min<int64_t>(size(), (n + grain - 1) / grain);
-  if (chunks <= 1) {
+  if (chunks <= 1 || t_in_range) {  // a parallel_for from inside a range runs inline
     fn(0, n);
     return;
   }
@@ -123,11 +131,13 @@ void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
     cv_work_.notify_all();
   }
   std::exception_ptr mine;
+  t_in_range = true;
   try {
     fn(ranges_[0].first, ranges_[0].second);
   } catch (...) {
     mine = std::current_exception();
   }
+  t_in_range = false;
   auto done = [&] { return pending_.load() == 0; };
   if (!spin_until(done)) {
     std::unique_lock<std::mutex> lock(mu_);

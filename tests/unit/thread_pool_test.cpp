@@ -34,6 +34,25 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnceForAnySplit) {
   }
 }
 
+// A parallel_for called from inside a range (the device's scratch arena touching a new chunk, say)
+// runs inline on that thread: every inner index once, no deadlock, on the caller's range and the
+// workers' alike.
+TEST(ThreadPool, ParallelForInsideARangeRunsInline) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(6 * 100);
+  pool.parallel_for(6, 1, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i)
+      pool.parallel_for(100, 1, [&](int64_t c, int64_t d) {
+        for (int64_t j = c; j < d; ++j) hits[size_t(i * 100 + j)].fetch_add(1, std::memory_order_relaxed);
+      });
+  });
+  for (size_t k = 0; k < hits.size(); ++k) ASSERT_EQ(hits[k].load(), 1) << k;
+  // And the pool splits again at the top level afterwards.
+  std::atomic<int> ranges{0};
+  pool.parallel_for(300, 1, [&](int64_t, int64_t) { ranges.fetch_add(1); });
+  EXPECT_EQ(ranges.load(), 3);
+}
+
 TEST(ThreadPool, CallerSeesWorkerWritesAfterEachCall) {
   ThreadPool pool(4);
   std::vector<int64_t> slots(256, 0);  // plain ints: parallel_for's return must order the writes

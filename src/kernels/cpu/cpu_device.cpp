@@ -51,7 +51,7 @@ void* CpuDevice::take(size_t bytes) {
   size_t total = 0;
   for (const Chunk& c : chunks_) total += c.size;
   const size_t size = std::max({bytes, total, kMinChunk});
-  Chunk c{allocate_touched(size, kAlign), total, size};
+  Chunk c{allocate_touched(size, kAlign, /*split=*/true), total, size};
   used_ = c.base + bytes;
   chunks_.push_back(std::move(c));
   return chunks_.back().mem.get();
@@ -70,7 +70,7 @@ void CpuDevice::scratch_reset(size_t mark) {
     size_t total = 0;
     for (const Chunk& c : chunks_) total += c.size;
     chunks_.clear();
-    chunks_.push_back(Chunk{allocate_touched(total, kAlign), 0, total});
+    chunks_.push_back(Chunk{allocate_touched(total, kAlign, /*split=*/true), 0, total});
   }
 }
 
