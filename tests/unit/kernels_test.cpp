@@ -602,6 +602,8 @@ TEST(KernelBatchInvariance, DenseBitExact) {
       expect_batch_invariant(*isa, type, 37, 203, 9, rng);
       expect_batch_invariant(*isa, type, 300, 64, 5, rng);
       expect_batch_invariant(*isa, type, 6, 17, 13, rng);
+      // Long passes: more vectors than one 256 KiB block of them (vector_block), tails included.
+      expect_batch_invariant(*isa, type, 9, 1100, 261, rng);
     }
   }
 }
@@ -621,6 +623,10 @@ TEST(KernelBatchInvariance, Mxfp4BitExact) {
     expect_batch_invariant(*isa, WeightType::MXFP4, 37, 224, 9, rng);
     expect_batch_invariant(*isa, WeightType::MXFP4, 300, 64, 5, rng);
     expect_batch_invariant(*isa, WeightType::MXFP4, 6, 544, 13, rng);
+    // Long passes: rows decoded once for many vectors (AVX-512), over more than one 256 KiB block
+    // of vectors, partial chunks and tails included.
+    expect_batch_invariant(*isa, WeightType::MXFP4, 37, 544, 37, rng);
+    expect_batch_invariant(*isa, WeightType::MXFP4, 9, 1120, 230, rng);
   }
 }
 

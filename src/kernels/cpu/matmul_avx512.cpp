@@ -205,28 +205,18 @@ inline __m512 chunk_scales(const uint8_t* s, int64_t valid_blocks) {
 }
 
 // y[i*ldy + r] for R rows and N vectors; xp holds the permuted activations, stride pcols.
-template <int R, int N>
-void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, float* y,
-                int64_t ldy) {
-  const int64_t blocks = cols / 32, row_bytes = cols / 2;
-  const __m512i table = _mm512_load_si512(kE2M1Bf16x2);
+// chunk(r, b, scale) gives row r's weights of the chunk starting at block b, and its scales.
+template <int R, int N, class Chunk>
+void mxfp4_tile_of(Chunk&& chunk, int64_t blocks, const float* xp, int64_t pcols, float* y, int64_t ldy) {
   __m512 acc[R][N];
 #pragma GCC unroll 16
   for (int k = 0; k < R * N; ++k) acc[k / N][k % N] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; b += kChunkBlocks) {
-    const int64_t valid_blocks = std::min<int64_t>(kChunkBlocks, blocks - b);
     const float* xq = xp + b * 32;
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* src = packed + r * row_bytes + b * 16;
-      prefetch_ahead(src + R * row_bytes);
-      if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
-      // A full chunk is 64 bytes: shifting a 64-bit mask by 64 is undefined (UBSan), so it is all ones.
-      const __mmask64 valid_bytes =
-          valid_blocks == kChunkBlocks ? ~__mmask64(0) : (__mmask64(1) << (valid_blocks * 16)) - 1;
-      __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(valid_bytes, src);
-      const ChunkWeights cw = decode_chunk(raw, table);
-      const __m512 scale = chunk_scales(scales + r * blocks + b, valid_blocks);
+      __m512 scale;
+      const ChunkWeights cw = chunk(r, b, scale);
 #pragma GCC unroll 4
       for (int i = 0; i < N; ++i) {
         const float* xv = xq + i * pcols;
@@ -243,6 +233,77 @@ void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, cons
   }
 #pragma GCC unroll 16
   for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
+}
+
+// Row r's chunk at block b, decoded from the packed codes and scale bytes.
+inline ChunkWeights read_chunk(const uint8_t* packed, const uint8_t* scales, int64_t blocks, int64_t row_bytes,
+                               int R, int r, int64_t b, __m512i table, __m512& scale) {
+  const int64_t valid_blocks = std::min<int64_t>(kChunkBlocks, blocks - b);
+  const uint8_t* src = packed + r * row_bytes + b * 16;
+  prefetch_ahead(src + R * row_bytes);
+  if (b % 64 == 0) prefetch_ahead(scales + (R + r) * blocks + b);
+  // A full chunk is 64 bytes: shifting a 64-bit mask by 64 is undefined (UBSan), so it is all ones.
+  const __mmask64 valid_bytes =
+      valid_blocks == kChunkBlocks ? ~__mmask64(0) : (__mmask64(1) << (valid_blocks * 16)) - 1;
+  __m512i raw = valid_blocks == kChunkBlocks ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(valid_bytes, src);
+  scale = chunk_scales(scales + r * blocks + b, valid_blocks);
+  return decode_chunk(raw, table);
+}
+
+template <int R, int N>
+void mxfp4_tile(const uint8_t* packed, const uint8_t* scales, int64_t cols, const float* xp, int64_t pcols, float* y,
+                int64_t ldy) {
+  const int64_t blocks = cols / 32, row_bytes = cols / 2;
+  const __m512i table = _mm512_load_si512(kE2M1Bf16x2);
+  mxfp4_tile_of<R, N>(
+      [&](int r, int64_t b, __m512& scale) { return read_chunk(packed, scales, blocks, row_bytes, R, r, b, table, scale); },
+      blocks, xp, pcols, y, ldy);
+}
+
+// A tile's R rows decoded once for the many vectors of a long pass: per row and chunk, the 8
+// weight vectors read_chunk gives, then its scale vector (9 x 16 floats). Decoding was about a
+// third of a 4-row, 4-vector tile's operations; mxfp4_tile_of then reads them back unchanged, so
+// the products are the same bits.
+constexpr int64_t kDecodedChunk = 9 * 16;
+template <int R>
+void decode_rows(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* dec) {
+  const int64_t blocks = cols / 32, row_bytes = cols / 2, chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
+  const __m512i table = _mm512_load_si512(kE2M1Bf16x2);
+  for (int r = 0; r < R; ++r)
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512 scale;
+      const ChunkWeights cw = read_chunk(packed, scales, blocks, row_bytes, R, r, c * kChunkBlocks, table, scale);
+      float* d = dec + (r * chunks + c) * kDecodedChunk;
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm512_store_ps(d + 16 * k, cw.w[k]);
+      _mm512_store_ps(d + 128, scale);
+    }
+}
+
+template <int R, int N>
+void mxfp4_tile_decoded(const float* dec, int64_t blocks, const float* xp, int64_t pcols, float* y, int64_t ldy) {
+  const int64_t chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
+  mxfp4_tile_of<R, N>(
+      [&](int r, int64_t b, __m512& scale) {
+        const float* d = dec + (r * chunks + b / kChunkBlocks) * kDecodedChunk;
+        ChunkWeights cw;
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) cw.w[k] = _mm512_load_ps(d + 16 * k);
+        scale = _mm512_load_ps(d + 128);
+        return cw;
+      },
+      blocks, xp, pcols, y, ldy);
+}
+
+// Vectors [i, n) of decoded rows in tiles of VT, the last one of n - i < VT.
+template <int R, int VT>
+void mxfp4_vectors_decoded(const float* dec, int64_t blocks, const float* xp, int64_t pcols, int64_t n, float* y,
+                           int64_t ldy) {
+  int64_t i = 0;
+  for (; i + VT <= n; i += VT) mxfp4_tile_decoded<R, VT>(dec, blocks, xp + i * pcols, pcols, y + i * ldy, ldy);
+  if constexpr (VT > 1) {
+    if (n - i > 0) mxfp4_vectors_decoded<R, VT - 1>(dec, blocks, xp + i * pcols, pcols, n - i, y + i * ldy, ldy);
+  }
 }
 
 // One vector, R rows: the same per-(row, vector) sequence as mxfp4_tile<R, 1> (so the same bits),
@@ -327,13 +388,23 @@ void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
   const uint8_t* S = static_cast<const uint8_t*>(w.scales);
   const int64_t nb = vector_block(n, pcols * int64_t(sizeof(float)), kVecTile);
+  // Rows serving at least this many vectors are decoded once (decode_rows) rather than per tile.
+  constexpr int64_t kDecodeFor = 4 * kVecTile;
+  thread_local FloatBuffer decoded;
+  float* dec = n >= kDecodeFor ? decoded.resize(size_t(kRowTile * (pcols / kChunkCols) * kDecodedChunk)) : nullptr;
   for (int64_t i = 0; i < n; i += nb) {
     const int64_t m = std::min(nb, n - i);
     const float* xi = xp + i * pcols;
     float* yi = y + i * ldy;
     int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile)
-      mxfp4_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, xi, pcols, m, yi + r, ldy);
+    for (; r + kRowTile <= r1; r += kRowTile) {
+      if (m >= kDecodeFor) {
+        decode_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, dec);
+        mxfp4_vectors_decoded<kRowTile, kVecTile>(dec, blocks, xi, pcols, m, yi + r, ldy);
+      } else {
+        mxfp4_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, xi, pcols, m, yi + r, ldy);
+      }
+    }
     for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), S + r * blocks, cols, xi, pcols, m, yi + r, ldy);
   }
 }
