@@ -79,16 +79,21 @@ void add_bias(const Weight& w, int64_t n, float* y, int64_t ldy, int64_t r0, int
   }
 }
 
-}  // namespace
-
-int64_t vector_block(int64_t n, int64_t bytes_per_vector, int64_t tile) {
-  constexpr int64_t kBlockBytes = 256 << 10;
-  const int64_t fit = kBlockBytes / std::max<int64_t>(bytes_per_vector, 1) / tile * tile;
-  return std::max(tile, std::min(n, fit));
+// fn over vectors [0, n) a block at a time: at most 256 KiB of them (a multiple of 4), so they stay
+// in L2 while every row tile of [r0, r1) passes over them. Row tile by row tile over all of a
+// 16k-row prefill, each tile read the whole of x again from memory. No output's arithmetic depends
+// on the blocks (the kernels are batch invariant).
+void in_vector_blocks(MatmulFn fn, const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+  constexpr int64_t kBlockBytes = 256 << 10, kTile = 4;
+  const int64_t nb = std::max(kTile, kBlockBytes / std::max<int64_t>(w.cols * 4, 1) / kTile * kTile);
+  for (int64_t i = 0; i < n; i += nb) fn(w, x + i * ldx, ldx, std::min(nb, n - i), y + i * ldy, ldy, r0, r1);
 }
 
+}  // namespace
+
 void linear_on(const Isa& isa, const Weight& w, const float* x, int64_t n, float* y) {
-  pick(isa, w.type)(w, x, w.cols, n, y, w.rows, 0, w.rows);
+  in_vector_blocks(pick(isa, w.type), w, x, w.cols, n, y, w.rows, 0, w.rows);
   add_bias(w, n, y, w.rows, 0, w.rows);
 }
 
@@ -106,7 +111,7 @@ void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_
   const int64_t x_parts = row_parts >= threads ? 1 : std::min(threads / row_parts, n / kMinPassRows);
   if (x_parts <= 1) {
     pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) {
-      fn(w, x, ldx, n, y, ldy, r0, r1);
+      in_vector_blocks(fn, w, x, ldx, n, y, ldy, r0, r1);
       add_bias(w, n, y, ldy, r0, r1);
     });
     return;
@@ -116,7 +121,7 @@ void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_
       const int64_t rp = k % row_parts, xp = k / row_parts;
       const int64_t r0 = w.rows * rp / row_parts, r1 = w.rows * (rp + 1) / row_parts;
       const int64_t i0 = n * xp / x_parts, i1 = n * (xp + 1) / x_parts;
-      fn(w, x + i0 * ldx, ldx, i1 - i0, y + i0 * ldy, ldy, r0, r1);
+      in_vector_blocks(fn, w, x + i0 * ldx, ldx, i1 - i0, y + i0 * ldy, ldy, r0, r1);
       add_bias(w, i1 - i0, y + i0 * ldy, ldy, r0, r1);
     }
   });

@@ -58,11 +58,6 @@ struct Isa {
 };
 
 const Isa& scalar_isa();
-// How many of a product's n vectors the SIMD kernels take through every row tile before the next
-// ones: a block of at most 256 KiB (so it stays in L2 meanwhile; row tile by row tile over all of a
-// 16k-row prefill, each tile read the whole of x again from memory), a multiple of `tile`, at least
-// one tile. No output's arithmetic depends on it. (dispatch.cpp: built for the baseline ISA.)
-int64_t vector_block(int64_t n, int64_t bytes_per_vector, int64_t tile);
 // The FP8 products of the SIMD ISAs (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp), and their
 // activations times 2^60 (exact; rows of `cols` floats in a per-thread buffer reused by the next call).
 const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int64_t cols);

@@ -95,15 +95,9 @@ template <typename T>
 void matmul_dense(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
   const T* W = static_cast<const T*>(w.data);
-  const int64_t nb = vector_block(n, w.cols * int64_t(sizeof(float)), kVecTile);
-  for (int64_t i = 0; i < n; i += nb) {
-    const int64_t m = std::min(nb, n - i);
-    const float* xi = x + i * ldx;
-    float* yi = y + i * ldy;
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile) dense_rows<T, kRowTile>(W + r * w.cols, w.cols, xi, ldx, m, yi + r, ldy);
-    for (; r < r1; ++r) dense_rows<T, 1>(W + r * w.cols, w.cols, xi, ldx, m, yi + r, ldy);
-  }
+  int64_t r = r0;
+  for (; r + kRowTile <= r1; r += kRowTile) dense_rows<T, kRowTile>(W + r * w.cols, w.cols, x, ldx, n, y + r, ldy);
+  for (; r < r1; ++r) dense_rows<T, 1>(W + r * w.cols, w.cols, x, ldx, n, y + r, ldy);
 }
 
 void matmul_f32_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,

@@ -99,15 +99,9 @@ template <typename T>
 void matmul_dense(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
   const T* W = static_cast<const T*>(w.data);
-  const int64_t nb = vector_block(n, w.cols * int64_t(sizeof(float)), kVecTile);
-  for (int64_t i = 0; i < n; i += nb) {
-    const int64_t m = std::min(nb, n - i);
-    const float* xi = x + i * ldx;
-    float* yi = y + i * ldy;
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile) dense_rows<T, kRowTile>(W + r * w.cols, w.cols, xi, ldx, m, yi + r, ldy);
-    for (; r < r1; ++r) dense_rows<T, 1>(W + r * w.cols, w.cols, xi, ldx, m, yi + r, ldy);
-  }
+  int64_t r = r0;
+  for (; r + kRowTile <= r1; r += kRowTile) dense_rows<T, kRowTile>(W + r * w.cols, w.cols, x, ldx, n, y + r, ldy);
+  for (; r < r1; ++r) dense_rows<T, 1>(W + r * w.cols, w.cols, x, ldx, n, y + r, ldy);
 }
 
 void matmul_f32_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
@@ -387,26 +381,20 @@ void matmul_mxfp4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n
   const int64_t blocks = cols / 32;
   const uint8_t* P = static_cast<const uint8_t*>(w.data);
   const uint8_t* S = static_cast<const uint8_t*>(w.scales);
-  const int64_t nb = vector_block(n, pcols * int64_t(sizeof(float)), kVecTile);
   // Rows serving at least this many vectors are decoded once (decode_rows) rather than per tile.
   constexpr int64_t kDecodeFor = 4 * kVecTile;
   thread_local FloatBuffer decoded;
   float* dec = n >= kDecodeFor ? decoded.resize(size_t(kRowTile * (pcols / kChunkCols) * kDecodedChunk)) : nullptr;
-  for (int64_t i = 0; i < n; i += nb) {
-    const int64_t m = std::min(nb, n - i);
-    const float* xi = xp + i * pcols;
-    float* yi = y + i * ldy;
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile) {
-      if (m >= kDecodeFor) {
-        decode_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, dec);
-        mxfp4_vectors_decoded<kRowTile, kVecTile>(dec, blocks, xi, pcols, m, yi + r, ldy);
-      } else {
-        mxfp4_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, xi, pcols, m, yi + r, ldy);
-      }
+  int64_t r = r0;
+  for (; r + kRowTile <= r1; r += kRowTile) {
+    if (dec) {
+      decode_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, dec);
+      mxfp4_vectors_decoded<kRowTile, kVecTile>(dec, blocks, xp, pcols, n, y + r, ldy);
+    } else {
+      mxfp4_rows<kRowTile>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
     }
-    for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), S + r * blocks, cols, xi, pcols, m, yi + r, ldy);
   }
+  for (; r < r1; ++r) mxfp4_rows<1>(P + r * (cols / 2), S + r * blocks, cols, xp, pcols, n, y + r, ldy);
 }
 
 // The files are compiled with -mf16c; clang 14's __builtin_cpu_supports does not know "f16c".
