@@ -200,22 +200,22 @@ void CpuDevice::attn_res(std::span<const Buf> sources, const Vec& norm, const Ve
   ScratchScope scope(*this);
   float* weights = temp<float>(int64_t(ThreadPool::global().size()) * int64_t(n));  // per slice
   row_slices(T, row_grain(H * int64_t(n)), [&](int64_t s, int64_t t0, int64_t t1) {
-  float* p = weights + s * int64_t(n);
-  for (int64_t t = t0; t < t1; ++t) {
-    for (size_t i = 0; i < n; ++i) {
-      const float* v = row_ptr(sources[i], t);
-      float ss = 0.0f, acc = 0.0f;
-      for (int64_t d = 0; d < H; ++d) {
-        ss += v[d] * v[d];
-        acc += (norm.p[d] * proj.p[d]) * v[d];  // the query is norm ⊙ proj
+    float* p = weights + s * int64_t(n);
+    for (int64_t t = t0; t < t1; ++t) {
+      for (size_t i = 0; i < n; ++i) {
+        const float* v = row_ptr(sources[i], t);
+        float ss = 0.0f, acc = 0.0f;
+        for (int64_t d = 0; d < H; ++d) {
+          ss += v[d] * v[d];
+          acc += (norm.p[d] * proj.p[d]) * v[d];  // the query is norm ⊙ proj
+        }
+        p[i] = acc / std::sqrt(ss / float(H) + eps);
       }
-      p[i] = acc / std::sqrt(ss / float(H) + eps);
+      softmax(p, int64_t(n));
+      float* o = row_ptr(out, t);
+      std::fill(o, o + H, 0.0f);
+      for (size_t i = 0; i < n; ++i) axpy(p[i], row_ptr(sources[i], t), o, H);
     }
-    softmax(p, int64_t(n));
-    float* o = row_ptr(out, t);
-    std::fill(o, o + H, 0.0f);
-    for (size_t i = 0; i < n; ++i) axpy(p[i], row_ptr(sources[i], t), o, H);
-  }
   });
 }
 

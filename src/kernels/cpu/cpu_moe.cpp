@@ -30,72 +30,72 @@ void CpuDevice::route(const RouterOp& op, const Buf& logits_b, Buf ids_b, Buf we
   char* keep_all = temp<char>(slots * groups);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   row_slices(T, row_grain(4 * E), [&](int64_t s, int64_t t0, int64_t t1) {
-  float* scores = scores_all + s * E;
-  float* choice = choice_all + s * E;
-  int32_t* order = order_all + s * E;
-  float* group_score = group_score_all + s * groups;
-  int64_t* group_order = group_order_all + s * groups;
-  char* keep = keep_all + s * groups;
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* lg = row_ptr(logits_b, t);
-    switch (op.score) {
-      case RouterScore::Sigmoid:
-        for (int64_t e = 0; e < E; ++e) scores[e] = sigmoid(lg[e]);
-        break;
-      case RouterScore::Softmax:
-        std::copy(lg, lg + E, scores);
-        softmax(scores, E);
-        break;
-      case RouterScore::TopkSoftmax:
-        std::copy(lg, lg + E, scores);
-        break;
-    }
-    for (int64_t e = 0; e < E; ++e) choice[e] = op.correction_bias.empty() ? scores[e] : scores[e] + op.correction_bias.p[e];
-    if (groups > 1) {
-      // Group score = sum of the group's two best choice scores; keep the topk_groups best groups
-      // (a stable order: equal groups keep their index order).
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        float b1 = neg_inf, b2 = b1;
-        for (int64_t e = gi * per_group; e < (gi + 1) * per_group; ++e) {
-          float v = choice[e];
-          if (v > b1) {
-            b2 = b1;
-            b1 = v;
-          } else if (v > b2) {
-            b2 = v;
-          }
-        }
-        group_score[gi] = b1 + b2;
-        int64_t j = gi;
-        for (; j > 0 && group_score[group_order[j - 1]] < group_score[gi]; --j) group_order[j] = group_order[j - 1];
-        group_order[j] = gi;
+    float* scores = scores_all + s * E;
+    float* choice = choice_all + s * E;
+    int32_t* order = order_all + s * E;
+    float* group_score = group_score_all + s * groups;
+    int64_t* group_order = group_order_all + s * groups;
+    char* keep = keep_all + s * groups;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* lg = row_ptr(logits_b, t);
+      switch (op.score) {
+        case RouterScore::Sigmoid:
+          for (int64_t e = 0; e < E; ++e) scores[e] = sigmoid(lg[e]);
+          break;
+        case RouterScore::Softmax:
+          std::copy(lg, lg + E, scores);
+          softmax(scores, E);
+          break;
+        case RouterScore::TopkSoftmax:
+          std::copy(lg, lg + E, scores);
+          break;
       }
-      std::fill(keep, keep + groups, 0);
-      for (int64_t i = 0; i < op.topk_groups; ++i) keep[group_order[i]] = 1;
-      for (int64_t e = 0; e < E; ++e)
-        if (!keep[e / per_group]) choice[e] = neg_inf;
+      for (int64_t e = 0; e < E; ++e) choice[e] = op.correction_bias.empty() ? scores[e] : scores[e] + op.correction_bias.p[e];
+      if (groups > 1) {
+        // Group score = sum of the group's two best choice scores; keep the topk_groups best groups
+        // (a stable order: equal groups keep their index order).
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          float b1 = neg_inf, b2 = b1;
+          for (int64_t e = gi * per_group; e < (gi + 1) * per_group; ++e) {
+            float v = choice[e];
+            if (v > b1) {
+              b2 = b1;
+              b1 = v;
+            } else if (v > b2) {
+              b2 = v;
+            }
+          }
+          group_score[gi] = b1 + b2;
+          int64_t j = gi;
+          for (; j > 0 && group_score[group_order[j - 1]] < group_score[gi]; --j) group_order[j] = group_order[j - 1];
+          group_order[j] = gi;
+        }
+        std::fill(keep, keep + groups, 0);
+        for (int64_t i = 0; i < op.topk_groups; ++i) keep[group_order[i]] = 1;
+        for (int64_t e = 0; e < E; ++e)
+          if (!keep[e / per_group]) choice[e] = neg_inf;
+      }
+      // Top-k by choice score, descending; ties go to the lower expert id.
+      std::iota(order, order + E, 0);
+      std::partial_sort(order, order + k, order + E, [&](int32_t a, int32_t b) {
+        float ca = choice[a], cb = choice[b];
+        return ca > cb || (ca == cb && a < b);
+      });
+      int32_t* ids = irow_ptr(ids_b, t);
+      float* w = row_ptr(weights_b, t);
+      for (int64_t i = 0; i < k; ++i) {
+        ids[i] = order[i];
+        w[i] = scores[order[i]];
+      }
+      if (op.score == RouterScore::TopkSoftmax) softmax(w, k);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < k; ++i) sum += w[i];
+      for (int64_t i = 0; i < k; ++i) {
+        float wgt = w[i];
+        if (op.renormalize) wgt /= (sum + op.renorm_eps);
+        w[i] = wgt * op.scaling;
+      }
     }
-    // Top-k by choice score, descending; ties go to the lower expert id.
-    std::iota(order, order + E, 0);
-    std::partial_sort(order, order + k, order + E, [&](int32_t a, int32_t b) {
-      float ca = choice[a], cb = choice[b];
-      return ca > cb || (ca == cb && a < b);
-    });
-    int32_t* ids = irow_ptr(ids_b, t);
-    float* w = row_ptr(weights_b, t);
-    for (int64_t i = 0; i < k; ++i) {
-      ids[i] = order[i];
-      w[i] = scores[order[i]];
-    }
-    if (op.score == RouterScore::TopkSoftmax) softmax(w, k);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < k; ++i) sum += w[i];
-    for (int64_t i = 0; i < k; ++i) {
-      float wgt = w[i];
-      if (op.renormalize) wgt /= (sum + op.renorm_eps);
-      w[i] = wgt * op.scaling;
-    }
-  }
   });
 }
 
