@@ -25,11 +25,10 @@
 namespace sluice {
 
 namespace {
+
 // Set while this thread runs a range of a parallel_for: one called from there runs inline (the
 // pool's workers are all busy with the outer one).
 thread_local bool t_in_range = false;
-}  // namespace
-namespace {
 
 // How long a waiter polls before it parks: longer than the gap between two ops of a decode step,
 // short enough that an idle pool stops using its cores at once.

@@ -77,6 +77,8 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   const float* f = row_ptr(in.f, 0);
   const float* beta_raw = row_ptr(in.beta, 0);
   const UnaryFn unary = isa().unary;
+  const float* xs[3] = {qh, kh, vh};
+  float* outs[3] = {qc, kc, vc};
   // Everything before the recurrence is a function of a row's own inputs (and, for the conv, the
   // K-1 rows before it or the window before the pass), so the rows are split over the pool; each
   // element's arithmetic is the row-at-a-time one: the conv sum from 0 over the taps in order, the
@@ -84,8 +86,6 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   // lower_bound·σ(e^{A_log}·r) (or −e^{A_log}·softplus(r)); β = σ.
   ThreadPool::global().parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const float* xs[3] = {qh, kh, vh};
-      float* outs[3] = {qc, kc, vc};
       for (int part = 0; part < 3; ++part) {
         const float* x = xs[part];
         const float* w = taps + part * K * P;
@@ -130,7 +130,7 @@ void CpuDevice::kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, 
   // T + j, which no lower slot's update has overwritten yet).
   if (T > 0)
     for (int part = 0; part < 3; ++part) {
-      const float* x = part == 0 ? qh : part == 1 ? kh : vh;
+      const float* x = xs[part];
       for (int64_t c = 0; c < P; ++c) {
         float* st = conv + part * win + c * lag;
         for (int64_t j = 0; j < lag; ++j) st[j] = T - lag + j >= 0 ? x[(T - lag + j) * P + c] : st[T + j];
