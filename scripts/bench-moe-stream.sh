@@ -43,9 +43,12 @@ for arch in "${archs[@]}"; do
   homes=()
   for i in 1 2 3 4; do homes+=(--home "$drives/d$i/$arch"); done
   if [ ! -f "$m/sluice-manifest.json" ]; then
-    in_cgroup "$sluice" bench drives --model "$m" --seconds 1 "${homes[@]}" > /dev/null 2>&1 || true
+    # Packed in equal shares, the drives measured on the packed records, then re-placed by those
+    # rates. (Before 2026-12-05 the measurement ran before the packing, on empty homes, failed
+    # silently, and the installs stayed in equal shares.)
     "$sluice" prepare --model "$m" "${homes[@]}" 2>&1 | tr '\r' '\n' | tail -1
     in_cgroup "$sluice" bench drives --model "$m" --seconds 1 "${homes[@]}" > /dev/null
+    "$sluice" prepare --model "$m" --rebalance 2>&1 | tr '\r' '\n' | grep -v '%' | tail -1
   fi
   in_cgroup "$sluice" bench run --model "$m" --prompt-file "$work/prompt16.txt" --max-new 32 --reps 3 \
     --arm "stream:--cache-gb $cache" --arm "resident:--experts resident" --compute-arm resident --floor \

@@ -72,13 +72,16 @@ void print_text(const json& j) {
   std::snprintf(rep, sizeof rep, "%.2f copies per expert (min %llu, max %llu)", r["mean"].get<double>(),
                 (unsigned long long)r["min"].get<uint64_t>(), (unsigned long long)r["max"].get<uint64_t>());
   std::string what = std::to_string(prep["homes"].size()) + " homes, " + rep;
+  if (prep["stripes"].get<uint64_t>() > 1)
+    what += ", each striped in " + std::to_string(prep["stripes"].get<uint64_t>()) + " parts";
   if (prep["experts_not_local"].get<uint64_t>() > 0)
     what += "; " + std::to_string(prep["experts_not_local"].get<uint64_t>()) + " experts not fetched yet";
   line("prepared", what);
   for (const json& h : prep["homes"]) {
     const double rate = h["read_bytes_per_s"].get<double>();
-    std::printf("             %s: %llu experts, %s%s%s%s\n", h["path"].get<std::string>().c_str(),
-                (unsigned long long)h["experts"].get<uint64_t>(), bytes(h["bytes"]).c_str(),
+    std::printf("             %s: %llu %s, %s%s%s%s\n", h["path"].get<std::string>().c_str(),
+                (unsigned long long)h["experts"].get<uint64_t>(),
+                prep["stripes"].get<uint64_t>() > 1 ? "expert parts" : "experts", bytes(h["bytes"]).c_str(),
                 h["capacity_bytes"].get<uint64_t>() ? (", capacity " + bytes(h["capacity_bytes"])).c_str() : "",
                 rate > 0 ? (", measured " + bytes(rate) + "/s").c_str() : ", rate not measured",
                 h["exists"].get<bool>() ? "" : " (MISSING)");

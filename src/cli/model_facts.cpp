@@ -62,14 +62,16 @@ json prepared_facts(const std::string& dir, const store::ExpertBank& bank) {
     const store::Manifest m = store::read_manifest(path, bank, store::model_identity(config, bank.layout));
     json homes = json::array();
     std::vector<uint64_t> experts(m.homes.size(), 0);
-    uint64_t min_copies = UINT64_MAX, max_copies = 0, copies = 0, records = 0, missing = 0;
+    uint64_t min_copies = UINT64_MAX, max_copies = 0, copies = 0, records = 0, missing = 0, max_parts = 0;
     for (const auto& layer : m.holders)
       for (const auto& holders : layer) {
         if (holders.empty()) continue;
         ++records;
-        min_copies = std::min<uint64_t>(min_copies, holders.size());
-        max_copies = std::max<uint64_t>(max_copies, holders.size());
-        copies += holders.size();
+        const uint64_t n = store::copies_of(holders);
+        min_copies = std::min(min_copies, n);
+        max_copies = std::max(max_copies, n);
+        copies += n;
+        max_parts = std::max<uint64_t>(max_parts, store::parts_of(holders).size());
         bool local = false;
         for (const store::Holder& h : holders) {
           experts[size_t(h.home)] += 1;
@@ -91,6 +93,7 @@ json prepared_facts(const std::string& dir, const store::ExpertBank& bank) {
             {"homes", homes},
             {"experts", records},
             {"experts_not_local", missing},
+            {"stripes", max_parts},
             {"replicas", {{"min", records ? min_copies : 0}, {"max", max_copies},
                           {"mean", records ? double(copies) / double(records) : 0.0}}}};
   } catch (const std::exception& e) {

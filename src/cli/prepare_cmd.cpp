@@ -17,6 +17,7 @@ Action register_prepare(CLI::App& app) {
     double replicate_hot = 0;
     int full_copy = -1;
     bool no_measure = false, rebalance = false;
+    std::string stripe = "auto";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -24,7 +25,8 @@ Action register_prepare(CLI::App& app) {
       "Pack the routed experts onto homes (one directory per drive) for streaming, and write the manifest.\n"
       "Each layer's experts are spread over the homes in proportion to their read rates, as `sluice bench\n"
       "drives --home ...` measured them (its <home>/sluice-drive.json; equal shares when a home has none);\n"
-      "--full-copy and --replicate-hot add replicas. After a new drive measurement, run prepare again to\n"
+      "--full-copy and --replicate-hot add replicas. With --stripe, every record is instead cut into one part\n"
+      "per home, sized by the same rates, so each read keeps all the drives busy. After a new drive measurement, run prepare again to\n"
       "re-place: layer files whose contents stay are kept; with --rebalance the records come from the\n"
       "install's own homes (checked against the manifest), not the checkpoint.\n"
       "Resumable: run it again after an interruption.");
@@ -37,6 +39,11 @@ Action register_prepare(CLI::App& app) {
       ->transform(integer_in(0, 1 << 20));
   sub->add_option("--replicate-hot", a->replicate_hot, "Fraction of experts, hottest first, to place on a second home")
       ->transform(number_in(0, 1));
+  sub->add_option("--stripe", a->stripe,
+                  "Stripe each record across the homes: on, off, or auto (on with two or more homes, no replicas, and "
+                  "records big enough that every home's part is at least 512 KiB)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   sub->add_option("--heat", a->heat, "Usage counts to rank experts (default: the model's sluice-heat.json)");
   sub->add_flag("--no-measure", a->no_measure, "Skip measuring each home's read bandwidth");
   sub->add_flag("--rebalance", a->rebalance,
@@ -50,6 +57,9 @@ Action register_prepare(CLI::App& app) {
     opt.heat_file = a->heat;
     opt.measure = !a->no_measure;
     opt.rebalance = a->rebalance;
+    opt.stripe = a->stripe == "on"    ? store::PrepareOptions::Stripe::On
+                 : a->stripe == "off" ? store::PrepareOptions::Stripe::Off
+                                      : store::PrepareOptions::Stripe::Auto;
     if (opt.homes.empty() && !opt.rebalance) usage_fail("--home is required (one per drive; or --rebalance)");
     opt.progress = [](uint64_t done, uint64_t total, const std::string& what) {
       std::fprintf(stderr, "\rprepare: %5.1f%%  %8.1f / %8.1f MB  %-40s", total ? 100.0 * done / total : 100.0,
@@ -63,8 +73,16 @@ Action register_prepare(CLI::App& app) {
       std::fprintf(stderr, "prepare: equal shares per home (no drive measurement on every home; `sluice bench drives "
                            "--home ...` measures them, and prepare then places by speed)\n");
     else if (opt.homes.size() > 1)
-      std::fprintf(stderr, "prepare: placing each layer's experts in proportion to the measured read rates\n");
+      std::fprintf(stderr, "prepare: placing by the measured read rates\n");
     store::Manifest m = store::prepare_experts(a->model_dir, model::expert_bank_of(a->model_dir), opt);
+    const bool striped = !m.holders.empty() && [&] {
+      for (const auto& layer : m.holders)
+        if (!layer.empty()) return store::parts_of(layer[0]).size() > 1;
+      return false;
+    }();
+    std::fprintf(stderr, "prepare: %s\n",
+                 striped ? "each record is striped across the homes (one part per home)"
+                         : "each record is held whole on its home(s)");
     double total = 0;
     for (size_t h = 0; h < m.homes.size(); ++h) total += double(m.bytes_on_home(int(h)));
     for (size_t h = 0; h < m.homes.size(); ++h)

@@ -22,7 +22,7 @@ Action register_verify(CLI::App& app) {
   sub->add_flag("--repair", a->repair, "Re-fetch bad files and expert records from the source");
   return [a] {
     fetch::VerifyReport r = fetch::verify_install(a->model_dir, model::expert_bank_from_config, a->repair);
-    std::fprintf(stderr, "verify: %llu files and %llu expert records checked, %llu experts not fetched yet; %zu problems",
+    std::fprintf(stderr, "verify: %llu files and %llu expert holders (copies, or stripes of one) checked, %llu experts not fetched yet; %zu problems",
                  (unsigned long long)r.files_checked, (unsigned long long)r.experts_checked,
                  (unsigned long long)r.experts_missing, r.problems.size());
     if (a->repair) std::fprintf(stderr, ", %zu repaired, %zu not repaired", r.repaired.size(), r.unfixed.size());

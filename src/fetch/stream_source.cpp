@@ -80,7 +80,10 @@ size_t replay_journal(const std::string& model_dir, store::Manifest& m) {
     if (layer < 0 || layer >= m.num_layers || expert < 0 || expert >= m.num_experts) continue;
     if (m.holders[size_t(layer)].empty()) continue;
     uint64_t x = std::strtoull(sum, nullptr, 16);
+    // Only holders still waiting for their record: a local holder's checksum is the manifest's
+    // (a repaired record of a prepared install is journaled too, and may be striped).
     for (auto& h : m.holders[size_t(layer)][size_t(expert)]) {
+      if (h.local) continue;
       h.local = true;
       h.xxh3 = x;
     }
@@ -125,7 +128,7 @@ void StreamSource::store_record(const store::Manifest& m, int layer, int expert,
     if (fd < 0) fail(path, ": cannot open to store expert ", expert, " of layer ", layer, ": ", why);
     size_t done = 0;
     while (done < h.length) {
-      ssize_t w = ::pwrite(fd, record + done, h.length - done, off_t(h.offset + done));
+      ssize_t w = ::pwrite(fd, record + h.at + done, h.length - done, off_t(h.offset + done));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
         int err = errno;

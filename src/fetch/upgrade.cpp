@@ -1,4 +1,4 @@
-// Manifest format list and migrations (v1 -> v2).
+// Manifest format list and migrations (v1 -> v2 -> v3).
 #include "fetch/upgrade.h"
 
 #include <filesystem>
@@ -20,6 +20,7 @@ const std::vector<FormatVersion>& manifest_versions() {
   static const std::vector<FormatVersion> v = {
       {1, "homes, per-expert holders (home, file, offset, length, xxh3) and measured bandwidth (sluice 0.1, `prepare`)"},
       {2, "per-holder `local` flag: false for experts of a --stream install not fetched yet"},
+      {3, "per-holder `at`: where a holder's part starts in its record (records striped across homes)"},
   };
   return v;
 }
@@ -42,6 +43,8 @@ const std::vector<std::pair<int, Step>>& steps() {
       // v1 -> v2: every v1 expert was packed by prepare, so every holder is local; `local`
       // defaults to true when absent, so only the version changes.
       {1, [](json& j, const std::string&) { j["version"] = 2; }},
+      // v2 -> v3: every v2 holder holds its whole record, which is what an absent `at` means.
+      {2, [](json& j, const std::string&) { j["version"] = 3; }},
   };
   return s;
 }
@@ -49,7 +52,7 @@ const std::vector<std::pair<int, Step>>& steps() {
 }  // namespace
 
 UpgradeResult upgrade_install(const std::string& model_dir, const store::ExpertBank& bank) {
-  static_assert(store::kManifestVersion == 2, "add the migration step and format entry for the new version");
+  static_assert(store::kManifestVersion == 3, "add the migration step and format entry for the new version");
   const std::string path = store::manifest_path(model_dir);
   if (!fs::exists(path))
     fail(model_dir, ": no expert manifest (", path, "); nothing to upgrade (run `sluice setup` or `sluice prepare`)");

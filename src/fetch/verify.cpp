@@ -183,8 +183,11 @@ VerifyReport verify_install(const std::string& model_dir, const store::ExpertBan
       try {
         if (!stream) fail("expert ", e, " of layer ", l, ": no source to repair from (not installed by `sluice setup`)");
         uint64_t sum = stream->fetch_record(int(l), int(e), buf.get());
-        if (sum != hs[0].xxh3)
-          fail("expert ", e, " of layer ", l, ": the source's record hashes to ", sum, ", not the manifest's ", hs[0].xxh3);
+        // Each holder's bytes (the whole record, or its stripe) must be what the manifest says.
+        for (const auto& h : hs)
+          if (XXH3_64bits(buf.get() + h.at, h.length) != h.xxh3)
+            fail("expert ", e, " of layer ", l, ": the source's record (bytes ", h.at, "..", h.at + h.length,
+                 ") does not hash to the manifest's checksum");
         stream->store_record(m, int(l), int(e), buf.get(), sum);
         rep.repaired.push_back(cat("expert ", e, " of layer ", l));
       } catch (const Error& ex) {

@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,19 @@ using nlohmann::json;
 
 const std::vector<Holder>& Manifest::of(int layer, int expert) const {
   return holders.at(size_t(layer)).at(size_t(expert));
+}
+
+std::vector<Part> parts_of(const std::vector<Holder>& holders) {
+  std::vector<Part> out;
+  for (const Holder& h : holders)
+    if (std::find_if(out.begin(), out.end(), [&](const Part& p) { return p.at == h.at; }) == out.end())
+      out.push_back({h.at, h.length});
+  std::sort(out.begin(), out.end(), [](const Part& a, const Part& b) { return a.at < b.at; });
+  return out;
+}
+
+size_t copies_of(const std::vector<Holder>& holders) {
+  return size_t(std::count_if(holders.begin(), holders.end(), [](const Holder& h) { return h.at == 0; }));
 }
 
 uint64_t Manifest::bytes_on_home(int home) const {
@@ -53,6 +67,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
         std::snprintf(sum, sizeof sum, "%016llx", (unsigned long long)h.xxh3);
         list.push_back({{"home", h.home}, {"file", h.file}, {"offset", h.offset}, {"length", h.length}, {"xxh3", sum}});
         if (!h.local) list.back()["local"] = false;
+        if (h.at) list.back()["at"] = h.at;
       }
       experts.push_back(list);
     }
@@ -138,8 +153,13 @@ Manifest from_json(const json& j, const std::string& path, const ExpertBank& ban
         if (format::get_int(h, "offset", where) < 0) fail(where, ": holder offset must not be negative");
         x.offset = uint64_t(format::get_int(h, "offset", where));
         x.length = uint64_t(format::get_int(h, "length", where));
-        if (x.offset % ExpertLayout::kAlign || x.length != m.layout.slot_bytes)
-          fail(where, ": holder offset must be 4 KiB aligned and length must be slot_bytes");
+        const int64_t at = format::get_int_or(h, "at", 0, where);
+        if (at < 0 || uint64_t(at) >= m.layout.slot_bytes) fail(where, ": holder 'at' must be inside the slot");
+        x.at = uint64_t(at);
+        if (x.offset % ExpertLayout::kAlign || x.at % ExpertLayout::kAlign || x.length % ExpertLayout::kAlign ||
+            x.length == 0 || x.length > m.layout.slot_bytes - x.at)
+          fail(where, ": holder offset, at and length must be 4 KiB aligned, and [at, at + length) a non-empty ",
+               "part of the slot (slot_bytes ", m.layout.slot_bytes, ")");
         std::string sum = format::get_string(h, "xxh3", where);
         char* end = nullptr;
         x.xxh3 = std::strtoull(sum.c_str(), &end, 16);
@@ -147,6 +167,19 @@ Manifest from_json(const json& j, const std::string& path, const ExpertBank& ban
         x.local = format::get_bool_or(h, "local", true, where);
         hs.push_back(x);
       }
+      // The parts tile the slot, and the copies of one part agree on its length.
+      uint64_t next = 0;
+      for (const Part& p : parts_of(hs)) {
+        if (p.at != next)
+          fail(where, ": the holders' parts do not tile the record (one ends at byte ", next, ", the next starts at ",
+               p.at, ")");
+        for (const Holder& x : hs)
+          if (x.at == p.at && x.length != p.length)
+            fail(where, ": two holders of the part at ", p.at, " differ in length (", p.length, " and ", x.length, ")");
+        next = p.at + p.length;
+      }
+      if (next != m.layout.slot_bytes)
+        fail(where, ": the holders' parts end at byte ", next, ", not at slot_bytes (", m.layout.slot_bytes, ")");
       m.holders[size_t(l)].push_back(std::move(hs));
     }
   }

@@ -2,6 +2,8 @@
 // experts, where (file, offset, length) and with which xxh3 checksum, plus each home's measured
 // read bandwidth. Versioned JSON written atomically; a corrupt or foreign manifest is refused.
 // Version 2 adds `local` per holder: false for an expert of a streamed install not fetched yet.
+// Version 3 adds `at` per holder: a record may be striped, each holder then holding the part of it
+// that starts `at` bytes into the record (absent: 0, the whole record).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +13,7 @@
 
 namespace sluice::store {
 
-inline constexpr int kManifestVersion = 2;
+inline constexpr int kManifestVersion = 3;
 inline constexpr const char* kManifestFormat = "sluice-expert-manifest";
 
 struct Home {
@@ -26,7 +28,21 @@ struct Holder {
   uint64_t offset = 0, length = 0;
   uint64_t xxh3 = 0;
   bool local = true;  // false: the record is not in the home yet (fetched on first use); xxh3 unknown
+  // Where this holder's bytes start in the record. A record is read whole from one holder, or,
+  // striped, in parts from several: the holders with the same `at` are copies of one part (same
+  // length, each with its own xxh3), and the parts tile the slot.
+  uint64_t at = 0;
 };
+
+// One part of a record: bytes [at, at + length) of its slot.
+struct Part {
+  uint64_t at = 0, length = 0;
+  bool operator==(const Part&) const = default;
+};
+// The parts of a record, in order (one part, {0, slot_bytes}, for a record held whole).
+std::vector<Part> parts_of(const std::vector<Holder>& holders);
+// How many whole copies of a record its holders make: the holders of its first part.
+size_t copies_of(const std::vector<Holder>& holders);
 
 struct Manifest {
   std::string model_id;  // hash of config.json and the expert layout

@@ -133,6 +133,64 @@ std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank,
   return out;
 }
 
+std::vector<Part> stripe_parts(uint64_t slot_bytes, const std::vector<double>& speeds, size_t homes) {
+  if (homes == 0) fail("prepare: give at least one --home");
+  std::vector<double> w(homes, 1.0);
+  bool by_speed = speeds.size() == homes;
+  for (double v : speeds) by_speed &= v > 0 && std::isfinite(v);
+  if (by_speed) w = speeds;
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  // Pages by largest remainder: each home its floor, the rest to the largest fractions.
+  const uint64_t pages = slot_bytes / ExpertLayout::kAlign;
+  std::vector<uint64_t> n(homes);
+  std::vector<std::pair<double, size_t>> frac;
+  uint64_t given = 0;
+  for (size_t h = 0; h < homes; ++h) {
+    const double share = double(pages) * w[h] / sum;
+    n[h] = uint64_t(share);
+    given += n[h];
+    frac.push_back({share - double(n[h]), h});
+  }
+  std::stable_sort(frac.begin(), frac.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t i = 0; given < pages; ++i, ++given) n[frac[i % homes].second] += 1;
+  std::vector<Part> out;
+  uint64_t at = 0;
+  for (size_t h = 0; h < homes; ++h) {
+    out.push_back({at, n[h] * ExpertLayout::kAlign});
+    at += n[h] * ExpertLayout::kAlign;
+  }
+  return out;
+}
+
+bool use_stripes(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptions& opt) {
+  using S = PrepareOptions::Stripe;
+  if (opt.stripe == S::Off) return false;
+  std::string why;
+  if (opt.homes.size() < 2) why = "it needs two or more homes";
+  else if (opt.full_copy_home >= 0) why = "a striped record has no whole copy to put on --full-copy's home";
+  else if (opt.replicate_hot > 0) why = "replicas (--replicate-hot) are of whole records";
+  if (!why.empty()) {
+    if (opt.stripe == S::On) fail("prepare: --stripe on: ", why);
+    return false;
+  }
+  // Every home's share of a record must fit in its capacity.
+  const std::vector<Part> parts = stripe_parts(slot_bytes, opt.speeds, opt.homes.size());
+  const uint64_t records = uint64_t(bank.moe_layers.size()) * uint64_t(bank.num_experts);
+  for (size_t h = 0; h < parts.size(); ++h) {
+    const uint64_t cap = opt.homes[h].capacity_bytes;
+    if (cap && parts[h].length * records > cap) {
+      if (opt.stripe == S::On)
+        fail("prepare: --stripe on: home ", opt.homes[h].path, " is too small for its share of every record (",
+             parts[h].length * records, " bytes, capacity ", cap, ")");
+      return false;
+    }
+  }
+  if (opt.stripe == S::On) return true;
+  for (const Part& p : parts)
+    if (p.length < kMinStripePart) return false;
+  return true;
+}
+
 std::vector<double> measured_drive_speeds(const std::vector<Home>& homes) {
   std::vector<double> out;
   for (const Home& h : homes) {
@@ -199,32 +257,33 @@ void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
   }
 }
 
-// Whether the `slot` bytes at `offset` of fd are a record with checksum `sum` (read into buf).
-bool read_record(int fd, uint64_t offset, size_t slot, uint64_t sum, std::byte* buf) {
+// Whether the `length` bytes at `offset` of fd are a record (or part of one) with checksum `sum`
+// (read into buf).
+bool read_record(int fd, uint64_t offset, size_t length, uint64_t sum, std::byte* buf) {
   size_t got = 0;
-  while (got < slot) {
-    ssize_t r = ::pread(fd, buf + got, slot - got, off_t(offset + got));
+  while (got < length) {
+    ssize_t r = ::pread(fd, buf + got, length - got, off_t(offset + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += size_t(r);
   }
-  return got == slot && XXH3_64bits(buf, slot) == sum;
+  return got == length && XXH3_64bits(buf, length) == sum;
 }
 
-// Whether the file at `path` holds exactly the records `held` (in order), each `slot` bytes, with
-// the checksums `sums`: a file an earlier prepare finished is kept only when it holds what this one
-// would write. The size alone does not say it: a prepare onto the same homes in another order, or
-// with other heat, gives a home other experts in a file of the same size.
-
+// Whether the file at `path` holds exactly the pieces of records `held` (in order), each `length`
+// bytes, with the checksums `sums` (one per held record): a file an earlier prepare finished is
+// kept only when it holds what this one would write. The size alone does not say it: a prepare
+// onto the same homes in another order, or with other heat, gives a home other experts in a file
+// of the same size.
 bool holds_records(const std::string& path, const std::vector<int64_t>& held, const std::vector<uint64_t>& sums,
-                   size_t slot, std::byte* buf) {
+                   size_t length, std::byte* buf) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != held.size() * slot || ec) return false;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != held.size() * length || ec) return false;
   std::string why;
   int fd = open_regular(path, O_RDONLY, why);
   if (fd < 0) return false;
   bool same = true;
-  for (size_t i = 0; i < held.size() && same; ++i) same = read_record(fd, i * slot, slot, sums[size_t(held[i])], buf);
+  for (size_t i = 0; i < held.size() && same; ++i) same = read_record(fd, i * length, length, sums[i], buf);
   ::close(fd);
   return same;
 }
@@ -249,22 +308,33 @@ class OldLayer {
   }
   OldLayer(const OldLayer&) = delete;
   OldLayer& operator=(const OldLayer&) = delete;
-  uint64_t sum(int64_t e) const {
-    const auto& hs = old_.holders[size_t(layer_)][size_t(e)];
-    for (const Holder& h : hs)
-      if (h.local) return h.xxh3;
-    fail("--rebalance: expert ", e, " of layer ", layer_, " has no copy on the homes yet (a streamed install ",
-         "still fetching it); run prepare without --rebalance");
+  // The checksum of expert e's whole record, when the old install holds a whole copy of it.
+  std::optional<uint64_t> sum(int64_t e) const {
+    for (const Holder& h : old_.holders[size_t(layer_)][size_t(e)])
+      if (h.local && h.at == 0 && h.length == old_.layout.slot_bytes) return h.xxh3;
+    return std::nullopt;
   }
-  // Fills buf with expert e's record from the first copy whose checksum matches.
-  void read(int64_t e, size_t slot, std::byte* buf) const {
-    for (const Holder& h : old_.holders[size_t(layer_)][size_t(e)]) {
-      auto it = fds_.find(old_.homes[size_t(h.home)].path + "/" + h.file);
-      if (it != fds_.end() && it->second >= 0 && h.length == slot && read_record(it->second, h.offset, slot, h.xxh3, buf))
-        return;
+  // Fills buf with expert e's record, each part from the first copy of it whose checksum matches.
+  void read(int64_t e, std::byte* buf) const {
+    const auto& hs = old_.holders[size_t(layer_)][size_t(e)];
+    for (const Part& p : parts_of(hs)) {
+      bool local = false, got = false;
+      for (const Holder& h : hs) {
+        if (h.at != p.at || !h.local) continue;
+        local = true;
+        auto it = fds_.find(old_.homes[size_t(h.home)].path + "/" + h.file);
+        if (it != fds_.end() && it->second >= 0 && read_record(it->second, h.offset, h.length, h.xxh3, buf + h.at)) {
+          got = true;
+          break;
+        }
+      }
+      if (!local)
+        fail("--rebalance: expert ", e, " of layer ", layer_, " has no copy on the homes yet (a streamed install ",
+             "still fetching it); run prepare without --rebalance");
+      if (!got)
+        fail("--rebalance: no good copy of expert ", e, " of layer ", layer_,
+             " on the current homes (run prepare without --rebalance to read it from the checkpoint again)");
     }
-    fail("--rebalance: no good copy of expert ", e, " of layer ", layer_,
-         " on the current homes (run prepare without --rebalance to read it from the checkpoint again)");
   }
 
  private:
@@ -335,7 +405,21 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
   }
   PrepareOptions placed = opt;
   if (placed.speeds.empty()) placed.speeds = measured_drive_speeds(opt.homes);
-  auto placement = place_experts(bank, layout.slot_bytes, placed, have_heat ? &heat : nullptr);
+  const size_t H = opt.homes.size();
+  // Which homes hold each record (primary first), and which part of a record each home holds: the
+  // whole record, or its stripe.
+  std::vector<std::vector<std::vector<int>>> placement;
+  std::vector<Part> part_on(H, Part{0, layout.slot_bytes});
+  if (use_stripes(bank, layout.slot_bytes, placed)) {
+    part_on = stripe_parts(layout.slot_bytes, placed.speeds, H);
+    std::vector<int> all;
+    for (size_t h = 0; h < H; ++h)
+      if (part_on[h].length) all.push_back(int(h));
+    placement.resize(size_t(bank.num_layers));
+    for (int l : bank.moe_layers) placement[size_t(l)].assign(size_t(bank.num_experts), all);
+  } else {
+    placement = place_experts(bank, layout.slot_bytes, placed, have_heat ? &heat : nullptr);
+  }
   for (const Home& h : opt.homes) claim_home(h, id);
 
   Manifest m;
@@ -348,84 +432,118 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
 
   uint64_t total = 0, done = 0;
   for (const auto& layer : placement)
-    for (const auto& hs : layer) total += hs.size() * layout.slot_bytes;
+    for (const auto& hs : layer)
+      for (int h : hs) total += part_on[size_t(h)].length;
   auto record = allocate_touched(layout.slot_bytes, 4096);
+  auto scratch = allocate_touched(layout.slot_bytes, 4096);
   for (int64_t l = 0; l < bank.num_layers; ++l) {
     if (placement[size_t(l)].empty()) continue;
     m.holders[size_t(l)].resize(size_t(bank.num_experts));
-    // Checksums of this layer's records, computed from the source once (rebalance: the manifest's).
-    std::vector<uint64_t> sums(static_cast<size_t>(bank.num_experts));
     std::optional<OldLayer> from;
     if (old) from.emplace(*old, l);
     auto fill_record = [&](int64_t e) {
-      if (from) return from->read(e, layout.slot_bytes, record.get());
+      if (from) return from->read(e, record.get());
       auto seg = expert_segments(bank, *ts, int(l), int(e));
       layout.validate(seg, cat(model_dir, ": expert ", e, " of layer ", l));
       std::memset(record.get(), 0, layout.slot_bytes);
       for (size_t i = 0; i < seg.size(); ++i)
         std::memcpy(record.get() + layout.segments[i].offset, seg[i], layout.segments[i].bytes);
     };
+    // Checksums of the parts this layer's records are cut into (one per home), each record read
+    // once: a whole record's is the old manifest's when rebalancing, else it is computed.
+    std::vector<std::vector<uint64_t>> sums(static_cast<size_t>(bank.num_experts), std::vector<uint64_t>(H));
     for (int64_t e = 0; e < bank.num_experts; ++e) {
-      if (from) {
-        sums[size_t(e)] = from->sum(e);
-        continue;
-      }
-      fill_record(e);
-      sums[size_t(e)] = XXH3_64bits(record.get(), layout.slot_bytes);
+      const bool whole = part_on[0].length == layout.slot_bytes;
+      std::optional<uint64_t> known = whole && from ? from->sum(e) : std::nullopt;
+      if (!known) fill_record(e);
+      for (size_t h = 0; h < H; ++h)
+        sums[size_t(e)][h] = known ? *known : XXH3_64bits(record.get() + part_on[h].at, part_on[h].length);
     }
-    for (int h = 0; h < int(opt.homes.size()); ++h) {
+    // Per home: the records it holds of this layer, and the file they go to.
+    struct Out {
       std::vector<int64_t> held;
+      std::vector<uint64_t> sums;
+      std::string rel, path, tmp;
+      int fd = -1;  // open while the file is being written
+    };
+    std::vector<Out> outs(H);
+    for (size_t h = 0; h < H; ++h) {
+      Out& o = outs[h];
       for (int64_t e = 0; e < bank.num_experts; ++e) {
         const auto& hs = placement[size_t(l)][size_t(e)];
-        if (std::find(hs.begin(), hs.end(), h) != hs.end()) held.push_back(e);
+        if (std::find(hs.begin(), hs.end(), int(h)) == hs.end()) continue;
+        o.held.push_back(e);
+        o.sums.push_back(sums[size_t(e)][h]);
       }
-      if (held.empty()) continue;
-      std::string rel = expert_file(id, l);
-      const std::string& home_path = opt.homes[size_t(h)].path;
+      if (o.held.empty()) continue;
+      o.rel = expert_file(id, l);
+      const std::string& home_path = opt.homes[h].path;
       bool same = false;
       if (old) {
         // A file the old manifest uses stays as it is until the new manifest is written: kept if
         // it holds exactly these records, else the layer goes to the other of two names.
-        const std::string alt = rel.substr(0, rel.size() - 4) + ".b.bin";
-        const std::string cur = old_files.count(home_path + "/" + rel) ? rel : old_files.count(home_path + "/" + alt) ? alt : "";
+        const std::string alt = o.rel.substr(0, o.rel.size() - 4) + ".b.bin";
+        const std::string cur = old_files.count(home_path + "/" + o.rel) ? o.rel
+                                : old_files.count(home_path + "/" + alt) ? alt
+                                                                         : "";
         if (!cur.empty()) {
-          same = holds_records(home_path + "/" + cur, held, sums, layout.slot_bytes, record.get());
-          rel = same ? cur : (cur == rel ? alt : rel);
+          same = holds_records(home_path + "/" + cur, o.held, o.sums, part_on[h].length, scratch.get());
+          o.rel = same ? cur : (cur == o.rel ? alt : o.rel);
         }
       }
-      const std::string path = home_path + "/" + rel;
-      const uint64_t size = held.size() * layout.slot_bytes;
-      if (!same && !holds_records(path, held, sums, layout.slot_bytes, record.get())) {
-        fs::create_directories(fs::path(path).parent_path());
-        std::string tmp = path + ".tmp";
-        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-        try {
-          for (int64_t e : held) {
-            fill_record(e);
-            write_all(fd, record.get(), layout.slot_bytes, tmp);
-          }
-          if (::fsync(fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
-        } catch (...) {
-          ::close(fd);
-          ::unlink(tmp.c_str());
-          throw;
-        }
-        ::close(fd);
-        if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": rename failed: ", std::strerror(errno));
+      o.path = home_path + "/" + o.rel;
+      if (same || holds_records(o.path, o.held, o.sums, part_on[h].length, scratch.get())) continue;
+      fs::create_directories(fs::path(o.path).parent_path());
+      o.tmp = o.path + ".tmp";
+      o.fd = ::open(o.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (o.fd < 0) {
+        const int err = errno;
+        for (Out& w : outs)
+          if (w.fd >= 0) ::close(w.fd), ::unlink(w.tmp.c_str());
+        fail(o.tmp, ": cannot create: ", std::strerror(err));
       }
-      for (size_t i = 0; i < held.size(); ++i) {
-        Holder x{h, rel, i * layout.slot_bytes, layout.slot_bytes, sums[size_t(held[i])]};
-        auto& hs = m.holders[size_t(l)][size_t(held[i])];
-        // Keep the placement's order (primary first).
-        hs.push_back(x);
-      }
-      done += size;
-      if (opt.progress) opt.progress(done, total, cat("layer ", l, " -> ", opt.homes[size_t(h)].path));
     }
+    // Each record is read once and its parts written to the homes that need them (in expert
+    // order, which is each file's order).
+    uint64_t written = 0, layer_bytes = 0;
+    for (size_t h = 0; h < H; ++h) layer_bytes += outs[h].held.size() * part_on[h].length;
+    try {
+      for (int64_t e = 0; e < bank.num_experts; ++e) {
+        bool need = false;
+        for (const Out& o : outs) need |= o.fd >= 0 && std::binary_search(o.held.begin(), o.held.end(), e);
+        if (!need) continue;
+        fill_record(e);
+        for (size_t h = 0; h < H; ++h)
+          if (outs[h].fd >= 0 && std::binary_search(outs[h].held.begin(), outs[h].held.end(), e)) {
+            write_all(outs[h].fd, record.get() + part_on[h].at, part_on[h].length, outs[h].tmp);
+            written += part_on[h].length;
+          }
+        if (opt.progress && written < layer_bytes) opt.progress(done + written, total, cat("layer ", l));
+      }
+      for (Out& o : outs) {
+        if (o.fd < 0) continue;
+        if (::fsync(o.fd) != 0) fail(o.tmp, ": fsync failed: ", std::strerror(errno));
+        ::close(o.fd);
+        o.fd = -1;
+        if (::rename(o.tmp.c_str(), o.path.c_str()) != 0) fail(o.path, ": rename failed: ", std::strerror(errno));
+      }
+    } catch (...) {
+      for (Out& o : outs)
+        if (o.fd >= 0) ::close(o.fd), ::unlink(o.tmp.c_str());
+      throw;
+    }
+    for (size_t h = 0; h < H; ++h) {
+      const Out& o = outs[h];
+      for (size_t i = 0; i < o.held.size(); ++i)
+        m.holders[size_t(l)][size_t(o.held[i])].push_back(
+            Holder{int(h), o.rel, i * part_on[h].length, part_on[h].length, o.sums[i], true, part_on[h].at});
+    }
+    done += layer_bytes;
+    if (opt.progress) opt.progress(done, total, cat("layer ", l));
     for (int64_t e = 0; e < bank.num_experts; ++e) {
       auto& hs = m.holders[size_t(l)][size_t(e)];
       const auto& order = placement[size_t(l)][size_t(e)];
+      // Keep the placement's order (primary first; a striped record's parts in record order).
       std::stable_sort(hs.begin(), hs.end(), [&](const Holder& a, const Holder& b) {
         return std::find(order.begin(), order.end(), a.home) < std::find(order.begin(), order.end(), b.home);
       });

@@ -1,7 +1,9 @@
 // `sluice prepare`: packs the routed experts out of the safetensors shards into expert files on
-// one or more homes (4 KiB-aligned records, one read per expert), places them (each layer balanced
-// across homes by bytes, an optional full copy on one home, replicas of the hottest experts within
-// each home's capacity), measures each home's read bandwidth and writes the manifest atomically.
+// one or more homes (4 KiB-aligned records), places them (each layer balanced across homes by
+// bytes, an optional full copy on one home, replicas of the hottest experts within each home's
+// capacity; or every record striped across the homes, each home holding a part of it in
+// proportion to its read rate), measures each home's read bandwidth and writes the manifest
+// atomically.
 // Resumable: finished layer files are kept; a home holding another model is refused. --rebalance
 // re-places an install from its own homes.
 #pragma once
@@ -32,6 +34,11 @@ struct PrepareOptions {
   // removed only after the new manifest is in place: a crash leaves the old install whole. Homes
   // default to the manifest's.
   bool rebalance = false;
+  // Striping: each record split across the homes in parts proportional to their read rates, so a
+  // token's few large reads keep every drive busy and finish together, instead of each record
+  // waiting on the one drive that holds it. Auto: on with two or more homes, no replicas, and
+  // records large enough that every part is at least kMinStripePart.
+  enum class Stripe { Auto, On, Off } stripe = Stripe::Auto;
   std::function<void(uint64_t done, uint64_t total, const std::string& what)> progress;
 };
 
@@ -43,6 +50,19 @@ std::vector<double> measured_drive_speeds(const std::vector<Home>& homes);
 // go to homes in proportion to opt.speeds (equal shares when empty).
 std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank, uint64_t slot_bytes,
                                                          const PrepareOptions& opt, const Heat* heat);
+
+// Smallest part `--stripe auto` cuts a record into. On the loop-drive ladder (340/178/178/143 MB/s)
+// striping gained 11-14 % of decode where the slowest drive's part was 0.5 MiB (3 MiB records) and
+// lost 0-3.5 % where it was 0.27 MiB (1.6 MiB records): smaller reads cost more than the balance
+// gains. Real checkpoints' records are 10-45 MB, far above it.
+inline constexpr uint64_t kMinStripePart = 512 << 10;
+
+// The part of every record each home holds when striped (length 0: none), in proportion to
+// `speeds` (equal shares when empty or any is unknown), in 4 KiB pages: the parts tile the slot in
+// home order.
+std::vector<Part> stripe_parts(uint64_t slot_bytes, const std::vector<double>& speeds, size_t homes);
+// Whether prepare stripes with these options (throws naming the conflict for Stripe::On).
+bool use_stripes(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptions& opt);
 
 // `bank` is the model's (model::expert_bank_of(model_dir)); its config.json keys the identity.
 Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt);

@@ -153,88 +153,109 @@ void ExpertReader::set_home_delay(int home, double seconds) {
 }
 
 uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent) {
+  const std::vector<Part> parts = parts_of(m_.of(layer, expert));
+  if (parts.empty()) fail("expert ", expert, " of layer ", layer, " has no holder in the manifest");
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t t = next_ticket_++;
-  Job j;
-  j.layer = layer;
-  j.expert = expert;
-  j.dst = dst;
-  j.urgent = urgent;
-  jobs_.emplace(t, std::move(j));
-  enqueue(t, urgent);
+  const uint64_t t = next_id_++;
+  Record& r = records_.emplace(t, Record{layer, expert, dst, urgent, int(parts.size()), 0, {}, {}}).first->second;
+  for (const Part& p : parts) {
+    const uint64_t id = next_id_++;
+    jobs_.emplace(id, Job{t, p, {}, -1, 0, false, {}});
+    r.parts.push_back(id);
+    enqueue(id, urgent);
+  }
   return t;
 }
 
-void ExpertReader::enqueue(uint64_t ticket, bool urgent) {
+void ExpertReader::enqueue(uint64_t id, bool urgent) {
   auto at = queue_.end();
   if (urgent)  // after the demand reads already waiting, before any prefetch
-    at = std::find_if(queue_.begin(), queue_.end(), [&](uint64_t id) { return !jobs_.at(id).urgent; });
-  queue_.insert(at, ticket);
+    at = std::find_if(queue_.begin(), queue_.end(),
+                      [&](uint64_t q) { return !records_.at(jobs_.at(q).record).urgent; });
+  queue_.insert(at, id);
   cv_job_.notify_all();
 }
 
-void ExpertReader::charge(const Job& j, const Holder& h, int sign) {
+const Holder& ExpertReader::holder_of(const Job& j) const {
+  const Record& r = records_.at(j.record);
+  return m_.of(r.layer, r.expert)[size_t(j.holder)];
+}
+
+void ExpertReader::charge(Job& j, const Holder& h, int sign) {
+  // A part counts as a prefetch while in flight if it was one when it started (a promotion
+  // meanwhile moves only the parts still queued).
+  if (sign > 0) j.as_prefetch = !records_.at(j.record).urgent;
   inflight_[size_t(h.home)] += sign;
-  prefetch_inflight_[size_t(h.home)] += j.urgent ? 0 : sign;
+  prefetch_inflight_[size_t(h.home)] += j.as_prefetch ? sign : 0;
   if (sign > 0) inflight_bytes_[size_t(h.home)] += h.length;
   else inflight_bytes_[size_t(h.home)] -= h.length;
 }
 
 bool ExpertReader::cancel(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(ticket);
-  if (it == jobs_.end() || it->second.state != 0) return false;
-  auto q = std::find(queue_.begin(), queue_.end(), ticket);
-  if (q == queue_.end()) return false;  // between attempts (a retry): let it finish
-  queue_.erase(q);
-  jobs_.erase(it);
+  auto it = records_.find(ticket);
+  if (it == records_.end() || it->second.state != 0) return false;
+  // Only a record none of whose parts has reached a drive: a part in flight writes into dst.
+  for (uint64_t id : it->second.parts) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end() || j->second.state != 0 || std::find(queue_.begin(), queue_.end(), id) == queue_.end())
+      return false;  // done, in flight, or between attempts
+  }
+  for (uint64_t id : it->second.parts) {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), id));
+    jobs_.erase(id);
+  }
+  records_.erase(it);
   return true;
 }
 
 void ExpertReader::promote(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(ticket);
-  if (it == jobs_.end() || it->second.state != 0 || it->second.urgent) return;
-  auto q = std::find(queue_.begin(), queue_.end(), ticket);
-  if (q == queue_.end()) return;
-  queue_.erase(q);
+  auto it = records_.find(ticket);
+  if (it == records_.end() || it->second.state != 0 || it->second.urgent) return;
   it->second.urgent = true;
-  enqueue(ticket, true);
+  for (uint64_t id : it->second.parts) {
+    auto q = std::find(queue_.begin(), queue_.end(), id);
+    if (q == queue_.end()) continue;  // on a drive already, or done
+    queue_.erase(q);
+    enqueue(id, true);
+  }
 }
 
 bool ExpertReader::ready(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(ticket);
-  return it == jobs_.end() || it->second.state >= 2;
+  auto it = records_.find(ticket);
+  return it == records_.end() || it->second.state >= 2;
 }
 
 void ExpertReader::wait(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = jobs_.find(ticket);
-  if (it == jobs_.end()) fail("expert read ticket ", ticket, " is unknown");
-  cv_done_.wait(lock, [&] { return it->second.state >= 2; });
-  Job j = std::move(it->second);
-  jobs_.erase(it);
-  if (j.state == 3) throw Error(j.error);
+  auto it = records_.find(ticket);
+  if (it == records_.end()) fail("expert read ticket ", ticket, " is unknown");
+  const Record& rec = it->second;  // a reference stays valid when other submits rehash the map
+  cv_done_.wait(lock, [&] { return rec.state >= 2; });
+  Record r = std::move(records_.at(ticket));
+  records_.erase(ticket);
+  if (r.state == 3) throw Error(r.error);
 }
 
 size_t ExpertReader::wait_any(std::span<const uint64_t> tickets) {
   std::unique_lock<std::mutex> lock(mu_);
   for (uint64_t t : tickets)
-    if (!jobs_.count(t)) fail("expert read ticket ", t, " is unknown");
+    if (!records_.count(t)) fail("expert read ticket ", t, " is unknown");
   size_t pos = 0;
   cv_done_.wait(lock, [&] {
     for (size_t i = 0; i < tickets.size(); ++i)
-      if (jobs_.at(tickets[i]).state >= 2) {
+      if (records_.at(tickets[i]).state >= 2) {
         pos = i;
         return true;
       }
     return false;
   });
-  auto it = jobs_.find(tickets[pos]);
-  Job j = std::move(it->second);
-  jobs_.erase(it);
-  if (j.state == 3) throw ReadFailure(j.error, pos);
+  auto it = records_.find(tickets[pos]);
+  Record r = std::move(it->second);
+  records_.erase(it);
+  if (r.state == 3) throw ReadFailure(r.error, pos);
   return pos;
 }
 
@@ -252,20 +273,22 @@ double ExpertReader::total_bandwidth() const {
 }
 
 int ExpertReader::pick_holder(Job& j) {
-  const auto& holders = m_.of(j.layer, j.expert);
+  const Record& r = records_.at(j.record);
+  const auto& holders = m_.of(r.layer, r.expert);
   int best = -1;
   double best_eta = 0;
   bool busy = false;
   for (int i = 0; i < int(holders.size()); ++i) {
-    if (std::find(j.tried.begin(), j.tried.end(), i) != j.tried.end()) continue;
-    int h = holders[size_t(i)].home;
-    if (!healthy_[size_t(h)] || !holders[size_t(i)].local) continue;  // not fetched yet: nothing to read
-    const int depth = j.urgent ? opt_.queue_depth : prefetch_depth_;
+    const Holder& x = holders[size_t(i)];
+    if (x.at != j.part.at || std::find(j.tried.begin(), j.tried.end(), i) != j.tried.end()) continue;
+    int h = x.home;
+    if (!healthy_[size_t(h)] || !x.local) continue;  // not fetched yet: nothing to read
+    const int depth = r.urgent ? opt_.queue_depth : prefetch_depth_;
     if (inflight_[size_t(h)] >= opt_.queue_depth || prefetch_inflight_[size_t(h)] >= depth) {
       busy = true;
       continue;
     }
-    double eta = double(inflight_bytes_[size_t(h)] + holders[size_t(i)].length) / stats_[size_t(h)].bandwidth;
+    double eta = double(inflight_bytes_[size_t(h)] + x.length) / stats_[size_t(h)].bandwidth;
     if (best < 0 || eta < best_eta) {
       best = i;
       best_eta = eta;
@@ -286,12 +309,37 @@ int ExpertReader::open_file(int home, const std::string& file, std::string& why)
   return fd;
 }
 
-bool ExpertReader::check(const Job& j, const Holder& h) const {
-  return !opt_.verify || XXH3_64bits(j.dst, h.length) == h.xxh3;
+bool ExpertReader::verified(const std::byte* part, const Holder& h) const {
+  return !opt_.verify || XXH3_64bits(part, h.length) == h.xxh3;
 }
 
-void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds) {
-  const Holder& h = m_.of(j.layer, j.expert)[size_t(j.holder)];
+namespace {
+// "expert E of layer L" and, for a striped record, which part.
+std::string part_name(int layer, int expert, const Part& p, size_t parts) {
+  return parts == 1 ? cat("expert ", expert, " of layer ", layer)
+                    : cat("expert ", expert, " of layer ", layer, " (bytes ", p.at, "..", p.at + p.length, ")");
+}
+}  // namespace
+
+void ExpertReader::give_up(uint64_t id) {
+  Job& j = jobs_.at(id);
+  Record& r = records_.at(j.record);
+  const std::string what = part_name(r.layer, r.expert, j.part, r.parts.size());
+  r.error += cat(r.error.empty() ? "" : "; ", j.tried.empty() ? what + ": no usable holder (homes missing or failing)"
+                                                               : what + ": no holder delivered a good copy",
+                 j.error.empty() ? "" : " (" + j.error + ")");
+  j.state = 3;
+  jobs_.erase(id);
+  // The record settles once no part of it can still write into its buffer.
+  if (--r.parts_left == 0) {
+    r.state = 3;
+    cv_done_.notify_all();
+  }
+}
+
+void ExpertReader::finish_attempt(uint64_t id, bool ok, const std::string& why, double seconds) {
+  Job& j = jobs_.at(id);
+  const Holder& h = holder_of(j);
   HomeStats& s = stats_[size_t(h.home)];
   charge(j, h, -1);
   if (ok) {
@@ -299,20 +347,20 @@ void ExpertReader::finish_attempt(uint64_t id, Job& j, bool ok, const std::strin
     s.bytes += h.length;
     s.add_latency(float(seconds * 1e3));
     if (seconds > 0) s.bandwidth = 0.8 * s.bandwidth + 0.2 * (double(h.length) / seconds);
-    j.state = 2;
+    Record& r = records_.at(j.record);
+    jobs_.erase(id);
+    if (--r.parts_left == 0) {
+      r.state = r.error.empty() ? 2 : 3;
+      cv_done_.notify_all();
+    }
   } else {
     s.errors += 1;
     j.tried.push_back(j.holder);
     j.error += cat(j.error.empty() ? "" : "; ", m_.homes[size_t(h.home)].path, "/", h.file, ": ", why);
     j.state = 0;
-    if (pick_holder(j) == -1) {
-      j.state = 3;
-      j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no holder delivered a good copy (", j.error, ")");
-    } else {
-      queue_.push_front(id);
-    }
+    if (pick_holder(j) == -1) give_up(id);
+    else queue_.push_front(id);
   }
-  if (j.state >= 2) cv_done_.notify_all();
   cv_job_.notify_all();
 }
 
@@ -323,22 +371,20 @@ void ExpertReader::pread_worker() {
     int holder = -1;
     cv_job_.wait(lock, [&] {
       if (stop_) return true;
-      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-        Job& j = jobs_.at(*it);
-        holder = pick_holder(j);
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        holder = pick_holder(jobs_.at(*it));
         if (holder == -1) {  // nothing left to try
-          j.state = 3;
-          j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no usable holder (homes missing or failing)",
-                        j.error.empty() ? "" : " (" + j.error + ")");
-          queue_.erase(it);
-          cv_done_.notify_all();
-          return false;
+          const uint64_t gone = *it;
+          it = queue_.erase(it);
+          give_up(gone);
+          continue;
         }
         if (holder >= 0) {
           id = *it;
           queue_.erase(it);
           return true;
         }
+        ++it;
       }
       return false;
     });
@@ -346,12 +392,12 @@ void ExpertReader::pread_worker() {
     Job& j = jobs_.at(id);
     j.holder = holder;
     j.state = 1;
-    const Holder h = m_.of(j.layer, j.expert)[size_t(holder)];
+    const Holder h = holder_of(j);
     charge(j, h, +1);
     std::string why;
     int fd = open_file(h.home, h.file, why);
     double delay = delay_[size_t(h.home)];
-    std::byte* dst = j.dst;
+    std::byte* dst = records_.at(j.record).dst + h.at;
     lock.unlock();
     double t0 = now_s();
     bool ok = false;
@@ -370,14 +416,13 @@ void ExpertReader::pread_worker() {
         got += size_t(r);
       }
       if (got == h.length) {
-        Job probe{j.layer, j.expert, dst, {}, holder, 0, 1, {}};
-        ok = check(probe, h);
+        ok = verified(dst, h);
         if (!ok) why = "checksum mismatch";
       }
     }
     double dt = now_s() - t0;
     lock.lock();
-    finish_attempt(id, jobs_.at(id), ok, why, dt);
+    finish_attempt(id, ok, why, dt);
   }
 }
 
@@ -391,7 +436,7 @@ void ExpertReader::uring_loop() {
       std::unique_lock<std::mutex> lock(mu_);
       if (inflight == 0) cv_job_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_ && inflight == 0) return;
-      // Dispatch every queued job whose holders have queue room.
+      // Dispatch every queued part whose holders have queue room.
       for (auto it = queue_.begin(); it != queue_.end();) {
         Job& j = jobs_.at(*it);
         int holder = pick_holder(j);
@@ -399,23 +444,19 @@ void ExpertReader::uring_loop() {
           ++it;
           continue;
         }
+        const uint64_t id = *it;
+        it = queue_.erase(it);
         if (holder == -1) {
-          j.state = 3;
-          j.error = cat("expert ", j.expert, " of layer ", j.layer, ": no usable holder (homes missing or failing)",
-                        j.error.empty() ? "" : " (" + j.error + ")");
-          it = queue_.erase(it);
-          cv_done_.notify_all();
+          give_up(id);
           continue;
         }
-        const Holder& h = m_.of(j.layer, j.expert)[size_t(holder)];
+        j.holder = holder;
+        const Holder& h = holder_of(j);
         std::string why;
         int fd = open_file(h.home, h.file, why);
-        j.holder = holder;
         charge(j, h, +1);
-        uint64_t id = *it;
-        it = queue_.erase(it);
         if (fd < 0) {
-          finish_attempt(id, j, false, cat("cannot open: ", why), 0);
+          finish_attempt(id, false, cat("cannot open: ", why), 0);
           it = queue_.begin();
           continue;
         }
@@ -426,13 +467,14 @@ void ExpertReader::uring_loop() {
           break;
         }
         j.state = 1;
-        size_t at = size_t(j.dst - arena_);
-        bool fixed = registered_ && j.dst >= arena_ && at + h.length <= arena_bytes_ &&
+        std::byte* dst = records_.at(j.record).dst + h.at;
+        size_t at = size_t(dst - arena_);
+        bool fixed = registered_ && dst >= arena_ && at + h.length <= arena_bytes_ &&
                      at / arena_chunk_ == (at + h.length - 1) / arena_chunk_;
         if (fixed)
-          io_uring_prep_read_fixed(sqe, fd, j.dst, unsigned(h.length), h.offset, int(at / arena_chunk_));
+          io_uring_prep_read_fixed(sqe, fd, dst, unsigned(h.length), h.offset, int(at / arena_chunk_));
         else
-          io_uring_prep_read(sqe, fd, j.dst, unsigned(h.length), h.offset);
+          io_uring_prep_read(sqe, fd, dst, unsigned(h.length), h.offset);
         io_uring_sqe_set_data64(sqe, id);
         started[id] = now_s();
         ++inflight;
@@ -457,17 +499,18 @@ void ExpertReader::uring_loop() {
       --inflight;
       double t1 = now_s();
       std::unique_lock<std::mutex> lock(mu_);
-      Job& j = jobs_.at(id);
-      const Holder h = m_.of(j.layer, j.expert)[size_t(j.holder)];
+      const Job& j = jobs_.at(id);
+      const Holder h = holder_of(j);
+      const std::byte* dst = records_.at(j.record).dst + h.at;
       lock.unlock();
       bool ok = res == int(h.length);
       std::string why = res < 0 ? cat("read failed: ", std::strerror(-res)) : (ok ? "" : "short read");
       if (ok) {
-        ok = check(j, h);
+        ok = verified(dst, h);
         if (!ok) why = "checksum mismatch";
       }
       lock.lock();
-      finish_attempt(id, j, ok, why, t1 - started[id]);
+      finish_attempt(id, ok, why, t1 - started[id]);
       started.erase(id);
     }
   }

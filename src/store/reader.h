@@ -1,7 +1,8 @@
-// Reads expert records from their homes with O_DIRECT into caller-owned aligned buffers. Each
-// read goes to the holder with the lowest expected completion time (bytes queued on that home /
-// its bandwidth, which starts at the measured value and follows observed reads); a holder that
-// fails or returns bytes with a wrong checksum is skipped and the read retried on the next one.
+// Reads expert records from their homes with O_DIRECT into caller-owned aligned buffers. A record
+// is read whole, or, striped, as one read per part, all parts at once from their homes. Each read
+// goes to the holder (of its part) with the lowest expected completion time (bytes queued on that
+// home / its bandwidth, which starts at the measured value and follows observed reads); a holder
+// that fails or returns bytes with a wrong checksum is skipped and the read retried on the next.
 // Engines: io_uring (one submission thread, a queue-depth limit per home) or a pread thread pool.
 #pragma once
 #include <atomic>
@@ -64,11 +65,11 @@ class ExpertReader {
   // Queues a read of (layer, expert) into dst (slot_bytes, 4 KiB aligned); returns a ticket.
   // Demand reads (urgent) queue ahead of every waiting prefetch read.
   uint64_t submit(int layer, int expert, std::byte* dst, bool urgent = true);
-  // Drops a read that is still queued (no drive has it yet): true, and the ticket is forgotten;
-  // false when it is in flight or done (wait for it as usual).
+  // Drops a read that is still queued (no drive has any part of it yet): true, and the ticket is
+  // forgotten; false when it is in flight or done (wait for it as usual).
   bool cancel(uint64_t ticket);
-  // Makes a queued prefetch read a demand read (its expert was just asked for): it moves ahead of
-  // every waiting prefetch. No effect once the read is in flight or done.
+  // Makes a queued prefetch read a demand read (its expert was just asked for): its parts still
+  // queued move ahead of every waiting prefetch. No effect once the read is done.
   void promote(uint64_t ticket);
   // Blocks until the ticket's read is done; throws naming the expert and homes if no holder
   // delivered a good copy.
@@ -90,25 +91,44 @@ class ExpertReader {
   void set_home_delay(int home, double seconds);
 
  private:
-  struct Job {
+  // A record read (the ticket the caller holds) is one read per part of the record: a record held
+  // whole is one part, a striped record one per stripe, each part read from its own holder (and
+  // retried on another copy of that part).
+  struct Record {
     int layer, expert;
     std::byte* dst;
+    bool urgent = true;      // a demand read (its parts ahead of prefetches in the queue)
+    int parts_left = 0;      // parts neither done nor failed
+    int state = 0;           // 0 reading, 2 done, 3 failed
+    std::string error;
+    std::vector<uint64_t> parts;
+  };
+  struct Job {               // one part's read
+    uint64_t record;         // its ticket
+    Part part;
     std::vector<int> tried;  // holder indices already attempted
     int holder = -1;         // current attempt
-    double started = 0;
     int state = 0;           // 0 queued, 1 in flight, 2 done, 3 failed
-    bool urgent = true;      // a demand read (ahead of prefetches in the queue)
+    bool as_prefetch = false;  // counted among its home's prefetch reads while in flight
     std::string error;
   };
-  int pick_holder(Job& j);                   // under mu_; -1 if none left
-  // Under mu_: puts a queued ticket in line (a demand read after the waiting demand reads, before
+  // Under mu_: the holder (index into the record's holders) for j's next attempt; -2 when every
+  // candidate's home is full, -1 when none is left.
+  int pick_holder(Job& j);
+  // Under mu_: puts a queued part in line (a demand read after the waiting demand reads, before
   // any prefetch; a prefetch last) and wakes the readers.
-  void enqueue(uint64_t ticket, bool urgent);
+  void enqueue(uint64_t id, bool urgent);
   // Under mu_: counts an attempt of j on holder h in (+1) or out (-1) of its home's queue.
-  void charge(const Job& j, const Holder& h, int sign);
-  void finish_attempt(uint64_t id, Job& j, bool ok, const std::string& why, double seconds);  // under mu_
+  void charge(Job& j, const Holder& h, int sign);
+  // Under mu_: the part's read ended (ok, or failed for `why`); retries it on another holder or
+  // settles it, and its record once every part is settled.
+  void finish_attempt(uint64_t id, bool ok, const std::string& why, double seconds);
+  // Under mu_: no holder is left for the queued part `id` (already out of the queue).
+  void give_up(uint64_t id);
+  const Holder& holder_of(const Job& j) const;
   int open_file(int home, const std::string& file, std::string& why);  // under mu_; -1 and why on failure
-  bool check(const Job& j, const Holder& h) const;
+  // Whether a part read from h (at `part`) has h's checksum (always, with verification off).
+  bool verified(const std::byte* part, const Holder& h) const;
   void stop_threads();  // asks every thread to stop and joins it
   void pread_worker();
   void uring_loop();
@@ -117,9 +137,10 @@ class ExpertReader {
   ReaderOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_job_, cv_done_;
-  std::unordered_map<uint64_t, Job> jobs_;
-  std::deque<uint64_t> queue_;
-  uint64_t next_ticket_ = 1;
+  std::unordered_map<uint64_t, Record> records_;  // by ticket
+  std::unordered_map<uint64_t, Job> jobs_;        // by part id (the same counter as tickets)
+  std::deque<uint64_t> queue_;                    // part ids
+  uint64_t next_id_ = 1;
   bool stop_ = false;
   std::vector<HomeStats> stats_;
   std::vector<uint64_t> inflight_bytes_;

@@ -199,7 +199,7 @@ python3 - "$work/full/sluice-manifest.json" <<'EOF'
 import json, sys
 p = sys.argv[1]
 j = json.load(open(p))
-assert j["version"] == 2, j["version"]
+assert j["version"] == 3, j["version"]
 j["version"] = 1
 def strip(x):
     if isinstance(x, dict):
@@ -214,8 +214,8 @@ pre_upgrade() { rm -rf "$work/m"; cp -a "$work/full" "$work/m"; }
 check_upgrade() {
   check_run "$@"
   if [ "${2:-}" = final ]; then
-    python3 -c 'import json,sys; v = json.load(open(sys.argv[1]))["version"]; sys.exit(v != 2)' \
-      "$work/m/sluice-manifest.json" || fail "$1: the manifest is not at version 2"
+    python3 -c 'import json,sys; v = json.load(open(sys.argv[1]))["version"]; sys.exit(v != 3)' \
+      "$work/m/sluice-manifest.json" || fail "$1: the manifest is not at version 3"
   fi
 }
 crash upgrade pre_upgrade check_upgrade -- "$sluice" upgrade --model "$work/m"

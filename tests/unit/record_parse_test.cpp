@@ -31,13 +31,19 @@ using testing::expect_error_of;
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 TEST(RecordParse, ManifestSeedsAndNumbersOutOfRange) {
-  const store::ExpertBank bank = fuzz_bank();
+  const store::ExpertBank bank = fuzz_bank(5000);
   const std::string path = "/m/sluice-manifest.json";
   store::Manifest m = store::parse_manifest(seed("manifest_fuzz", "valid_two_homes"), path, bank, "fuzz");
   ASSERT_EQ(m.homes.size(), 2u);
   EXPECT_EQ(m.homes[1].path, "/m/home1");  // relative to the manifest's directory
   EXPECT_EQ(m.of(1, 1).size(), 2u);
   EXPECT_FALSE(m.of(1, 1)[0].local);
+  // Striped: expert 0 in two parts on two homes; expert 1's second part has a second copy.
+  store::Manifest s = store::parse_manifest(seed("manifest_fuzz", "valid_striped"), path, bank, "fuzz");
+  EXPECT_EQ(store::parts_of(s.of(1, 0)), (std::vector<store::Part>{{0, 4096}, {4096, 4096}}));
+  EXPECT_EQ(store::copies_of(s.of(1, 1)), 1u);
+  EXPECT_EQ(s.of(1, 1).size(), 3u);
+  EXPECT_EQ(s.of(1, 1)[2].at, 4096u);
   // 4294967296 used to be narrowed to int 0, a listed home.
   EXPECT_CONTAINS(expect_error_of([&] { store::parse_manifest(seed("manifest_fuzz", "bad_home_past_int"), path, bank, "fuzz"); }),
                   "holder names home 4294967296 which is not listed");

@@ -1,13 +1,17 @@
 // The streaming expert store against the all-in-RAM path: bit-identical logits and tokens for
-// 1-3 homes, caches so small they evict every layer, prefetch on and off, both read engines;
-// read-once passes; throttled, missing and corrupt homes; foreign manifests and homes.
+// 1-3 homes, records whole or striped, caches so small they evict every layer, prefetch on and off,
+// both read engines; read-once passes; throttled, missing and corrupt homes; foreign manifests and
+// homes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <map>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "core/arena.h"
 #include "core/error.h"
@@ -69,6 +73,16 @@ class StoreTest : public ::testing::Test {
     for (int i = 0; i < homes; ++i) opt.homes.push_back(store::parse_home_spec(home(i)));
     opt.full_copy_home = full_copy;
     opt.replicate_hot = replicate;
+    opt.measure = false;
+    return store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
+  }
+  // Every record striped across `homes` homes in proportion to `speeds` (equal without them).
+  store::Manifest prepare_striped(int homes, std::vector<double> speeds = {}) {
+    fs::remove(store::manifest_path(model_dir()));
+    store::PrepareOptions opt;
+    for (int i = 0; i < homes; ++i) opt.homes.push_back(store::parse_home_spec(home(i)));
+    opt.speeds = std::move(speeds);
+    opt.stripe = store::PrepareOptions::Stripe::On;
     opt.measure = false;
     return store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
   }
@@ -522,6 +536,256 @@ TEST_F(StoreTest, PlacementFollowsMeasuredDriveSpeeds) {
   auto e = engine("stream", 1, false);
   auto r = engine("resident", 1, false);
   EXPECT_EQ(run_engine(*e, {1, 2, 3}, 4).tokens, run_engine(*r, {1, 2, 3}, 4).tokens);
+}
+
+// Striped records: every record is cut into one part per home, sized by the homes' rates in whole
+// pages, and streamed runs stay bit-identical to the all-in-RAM one with both engines, prefetch on
+// and off and a cache that evicts every layer; each home serves its parts.
+TEST_F(StoreTest, StripedRecordsStreamBitIdenticalToResident) {
+  auto prompt = prompt_ids(10);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 10);
+  }
+  const uint64_t slot = slot_bytes();
+  const uint64_t pages = slot / store::ExpertLayout::kAlign;
+  ASSERT_GE(pages, 3u) << "the test model's records must have a page for each of three homes";
+  const std::vector<double> rates = {2e8, 1e8, 1e8};
+  const store::Manifest m = prepare_striped(3, rates);
+  const std::vector<store::Part> want = store::stripe_parts(slot, rates, 3);
+  for (const auto& layer : m.holders)
+    for (const auto& hs : layer) {
+      ASSERT_EQ(hs.size(), 3u);
+      EXPECT_EQ(store::parts_of(hs), want);
+      EXPECT_EQ(store::copies_of(hs), 1u);
+      for (size_t h = 0; h < 3; ++h) EXPECT_EQ(hs[h].home, int(h));
+    }
+  for (const char* reader : {"io_uring", "pread"})
+    for (bool prefetch : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "reader " << reader << ", prefetch " << prefetch);
+      auto e = engine("stream", double(slot) * 9 / 1e9, prefetch, reader);
+      Outcome got = run_engine(*e, prompt, 10);
+      EXPECT_EQ(got.logits, ref.logits);
+      EXPECT_EQ(got.tokens, ref.tokens);
+      const auto stats = e->store()->home_stats();
+      for (size_t h = 0; h < 3; ++h) {
+        EXPECT_GT(stats[h].reads, 0u) << "home " << h;
+        EXPECT_EQ(stats[h].bytes, stats[h].reads * want[h].length) << "home " << h;
+      }
+      EXPECT_EQ(stats[0].reads, stats[1].reads) << "every record read is one read of each part";
+    }
+  // A home whose share rounds to no page holds nothing.
+  const store::Manifest two = prepare_striped(3, {3e8, 1e8, 2e8});
+  ASSERT_EQ(store::stripe_parts(slot, {3e8, 1e8, 2e8}, 3)[1].length, 0u);
+  EXPECT_EQ(two.bytes_on_home(1), 0u);
+  EXPECT_EQ(store::parts_of(two.holders[1][0]).size(), 2u);
+  auto e = engine("stream", double(slot) * 9 / 1e9, true);
+  EXPECT_EQ(run_engine(*e, prompt, 10).tokens, ref.tokens);
+}
+
+// The parts: whole 4 KiB pages in proportion to the rates (largest remainders get the spare
+// pages), tiling the slot in home order; equal shares without rates.
+TEST_F(StoreTest, StripePartsFollowTheRatesInWholePages) {
+  const uint64_t P = store::ExpertLayout::kAlign;
+  EXPECT_EQ(store::stripe_parts(10 * P, {3e8, 1e8, 1e8}, 3),
+            (std::vector<store::Part>{{0, 6 * P}, {6 * P, 2 * P}, {8 * P, 2 * P}}));
+  EXPECT_EQ(store::stripe_parts(10 * P, {}, 4),
+            (std::vector<store::Part>{{0, 3 * P}, {3 * P, 3 * P}, {6 * P, 2 * P}, {8 * P, 2 * P}}));
+  EXPECT_EQ(store::stripe_parts(10 * P, {1e8, 0}, 2), (std::vector<store::Part>{{0, 5 * P}, {5 * P, 5 * P}}))
+      << "an unknown rate means equal shares";
+  const auto tiny = store::stripe_parts(P, {1e8, 1e8, 1e8}, 3);
+  EXPECT_EQ(tiny[0].length + tiny[1].length + tiny[2].length, P);
+  uint64_t at = 0;
+  for (const auto& p : store::stripe_parts(777 * P, {340e6, 178e6, 178e6, 143e6}, 4)) {
+    EXPECT_EQ(p.at, at);
+    at += p.length;
+  }
+  EXPECT_EQ(at, 777 * P);
+}
+
+// When prepare stripes: --stripe on needs two homes and no whole-record replicas, and says so;
+// auto stripes only records whose every part is at least kMinStripePart.
+TEST_F(StoreTest, StripingIsRefusedWhereItCannotApplyAndAutoNeedsLargeRecords) {
+  const store::ExpertBank bank = model::expert_bank_of(model_dir());
+  store::PrepareOptions opt;
+  opt.stripe = store::PrepareOptions::Stripe::On;
+  opt.homes = {store::parse_home_spec(home(0))};
+  EXPECT_NE(testing::error_of([&] { store::use_stripes(bank, slot_bytes(), opt); }).find("two or more homes"),
+            std::string::npos);
+  opt.homes.push_back(store::parse_home_spec(home(1)));
+  EXPECT_TRUE(store::use_stripes(bank, slot_bytes(), opt));
+  opt.replicate_hot = 0.5;
+  EXPECT_NE(testing::error_of([&] { store::use_stripes(bank, slot_bytes(), opt); }).find("--replicate-hot"),
+            std::string::npos);
+  opt.replicate_hot = 0;
+  opt.full_copy_home = 0;
+  EXPECT_NE(testing::error_of([&] { store::use_stripes(bank, slot_bytes(), opt); }).find("--full-copy"),
+            std::string::npos);
+  opt.full_copy_home = -1;
+  opt.homes[1].capacity_bytes = 4096;
+  EXPECT_NE(testing::error_of([&] { store::use_stripes(bank, slot_bytes(), opt); }).find("too small"),
+            std::string::npos);
+  opt.homes[1].capacity_bytes = 0;
+  opt.stripe = store::PrepareOptions::Stripe::Auto;
+  EXPECT_FALSE(store::use_stripes(bank, slot_bytes(), opt)) << "parts of a few pages are below the minimum";
+  EXPECT_TRUE(store::use_stripes(bank, 2 * store::kMinStripePart, opt));
+  EXPECT_FALSE(store::use_stripes(bank, 2 * store::kMinStripePart - store::ExpertLayout::kAlign, opt));
+  opt.replicate_hot = 0.5;
+  EXPECT_FALSE(store::use_stripes(bank, 2 * store::kMinStripePart, opt)) << "auto keeps whole records for replicas";
+  opt.stripe = store::PrepareOptions::Stripe::Off;
+  opt.replicate_hot = 0;
+  EXPECT_FALSE(store::use_stripes(bank, 2 * store::kMinStripePart, opt));
+}
+
+// A part is retried on another copy of that part when its holder returns bad bytes; a part with
+// no good copy fails the record, naming the expert, the bytes and the home.
+TEST_F(StoreTest, StripedPartIsRetriedOnItsOtherCopyOrNamedWhenNoneIsGood) {
+  store::Manifest m = prepare_striped(2);
+  // A second copy of home 1's parts, in another file on home 0.
+  for (auto& layer : m.holders)
+    for (auto& hs : layer) {
+      if (hs.empty()) continue;
+      store::Holder copy = hs[1];
+      copy.home = 0;
+      copy.file = "copy/" + fs::path(hs[1].file).filename().string();
+      const std::string dst = home(0) + "/" + copy.file;
+      fs::create_directories(fs::path(dst).parent_path());
+      if (!fs::exists(dst)) fs::copy_file(home(1) + "/" + hs[1].file, dst);
+      hs.push_back(copy);
+    }
+  store::write_manifest(m, store::manifest_path(model_dir()));
+  // Home 1's parts go bad.
+  for (const auto& entry : fs::recursive_directory_iterator(home(1))) {
+    if (entry.path().extension() != ".bin") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    for (uint64_t off = 10; off < fs::file_size(entry.path()); off += 4096) {
+      f.seekp(long(off));
+      f.put('\x5a');
+    }
+  }
+  auto prompt = prompt_ids(6);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 6);
+  }
+  {
+    auto e = engine("stream", double(slot_bytes()) * 9 / 1e9, false);
+    Outcome got = run_engine(*e, prompt, 6);
+    EXPECT_EQ(got.logits, ref.logits);
+    EXPECT_EQ(got.tokens, ref.tokens);
+    EXPECT_GT(e->store()->home_stats()[1].errors, 0u);
+  }
+  // Without the copy, the read fails and says which part of which expert, and where.
+  fs::remove_all(home(0) + "/copy");
+  auto e = engine("stream", double(slot_bytes()) * 9 / 1e9, false);
+  const std::string msg = testing::error_of([&] { run_engine(*e, prompt, 2); });
+  EXPECT_NE(msg.find("of layer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(bytes " + std::to_string(m.holders[1][0][1].at) + ".."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("home1"), std::string::npos) << msg;
+}
+
+// A striped manifest is read only when each record's parts tile its slot and the copies of a part
+// agree on its length.
+TEST_F(StoreTest, StripedManifestMustTileEveryRecord) {
+  prepare_striped(2);
+  const std::string path = store::manifest_path(model_dir());
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(path));
+  auto refused = [&](auto&& edit, const std::string& want) {
+    nlohmann::json j = good;
+    edit(j["layers"][1][0]);
+    std::ofstream(path) << j.dump(1);
+    const std::string msg = testing::error_of([&] { engine("stream", 0.01, false); });
+    EXPECT_NE(msg.find(want), std::string::npos) << "wanted '" << want << "' in: " << msg;
+  };
+  ASSERT_EQ(good["layers"][1][0][0]["length"].get<uint64_t>(), 8192u) << "the test expects parts of 2 and 1 pages";
+  refused([](nlohmann::json& hs) { hs[0]["length"] = 4096; }, "do not tile");  // a gap
+  refused([](nlohmann::json& hs) { hs[1]["at"] = 4096; }, "do not tile");      // an overlap
+  refused([](nlohmann::json& hs) { hs.erase(1); }, "not at slot_bytes");
+  refused([](nlohmann::json& hs) { hs[1]["at"] = 100; }, "4 KiB aligned");
+  refused([](nlohmann::json& hs) { hs[1]["at"] = 1ull << 40; }, "inside the slot");
+  refused(
+      [](nlohmann::json& hs) {
+        nlohmann::json copy = hs[0];
+        copy["length"] = 4096;
+        hs.push_back(copy);
+      },
+      "differ in length");
+  std::ofstream(path) << good.dump(1);
+  EXPECT_NO_THROW(engine("stream", 0.01, false));
+}
+
+// Rebalance turns whole records into stripes and back, from the homes alone, reading back
+// exactly; files no manifest names are removed.
+TEST_F(StoreTest, RebalanceStripesAndUnstripesFromTheHomes) {
+  auto prompt = prompt_ids(6);
+  Outcome ref;
+  {
+    auto e = engine("resident", 1, false);
+    ref = run_engine(*e, prompt, 6);
+  }
+  prepare(3);
+  const std::string aside = dir_ / "aside";
+  fs::create_directories(aside);
+  for (auto stripe : {store::PrepareOptions::Stripe::On, store::PrepareOptions::Stripe::Off,
+                      store::PrepareOptions::Stripe::On}) {
+    store::PrepareOptions opt;
+    opt.rebalance = true;
+    opt.measure = false;
+    opt.stripe = stripe;
+    opt.speeds = {1e8, 2e8, 1e8};
+    // The checkpoint's tensors move away while prepare runs: only config.json (the identity) stays.
+    for (const auto& f : fs::directory_iterator(model_dir()))
+      if (f.path().extension() == ".safetensors") fs::rename(f.path(), aside + "/" + f.path().filename().string());
+    const store::Manifest m = store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), opt);
+    const size_t parts = stripe == store::PrepareOptions::Stripe::On ? 3 : 1;
+    std::set<std::string> named;
+    for (const auto& layer : m.holders)
+      for (const auto& hs : layer) {
+        if (!hs.empty()) {
+          EXPECT_EQ(store::parts_of(hs).size(), parts);
+        }
+        for (const store::Holder& h : hs) named.insert(m.homes[size_t(h.home)].path + "/" + h.file);
+      }
+    for (int h = 0; h < 3; ++h)
+      for (const auto& f : fs::recursive_directory_iterator(home(h)))
+        if (f.is_regular_file() && f.path().extension() == ".bin") {
+          EXPECT_TRUE(named.count(f.path().string())) << "left behind: " << f.path();
+        }
+    for (const auto& f : fs::directory_iterator(aside))
+      fs::rename(f.path(), model_dir() + "/" + f.path().filename().string());
+    auto e = engine("stream", double(slot_bytes()) * 9 / 1e9, true);
+    Outcome got = run_engine(*e, prompt, 6);
+    EXPECT_EQ(got.logits, ref.logits) << parts << " parts";
+    EXPECT_EQ(got.tokens, ref.tokens) << parts << " parts";
+  }
+}
+
+// The reader drops a striped prefetch only while no part of it is on a drive (a part in flight
+// writes into the slot), and a dropped one leaves nothing behind.
+TEST_F(StoreTest, ReaderCancelsAStripedReadOnlyBeforeAnyPartStarts) {
+  const store::Manifest m = prepare_striped(2);
+  const size_t slot = m.layout.slot_bytes;
+  auto buf = allocate_touched(3 * slot, store::ExpertLayout::kAlign);
+  store::ReaderOptions ro{.engine = "pread", .queue_depth = 1};
+  store::ExpertReader r(m, ro);
+  r.set_home_delay(0, 0.3);
+  r.set_home_delay(1, 0.3);
+  const uint64_t busy = r.submit(1, 0, buf.get(), false);  // both parts start at once
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const uint64_t queued = r.submit(1, 1, buf.get() + slot, false);
+  EXPECT_FALSE(r.cancel(busy));
+  EXPECT_TRUE(r.cancel(queued));
+  EXPECT_NE(testing::error_of([&] { r.wait(queued); }).find("unknown"), std::string::npos);
+  r.wait(busy);
+  auto ref = allocate_touched(slot, store::ExpertLayout::kAlign);
+  const store::Manifest one = prepare(1);  // the same records, whole on one home
+  store::ExpertReader whole(one, store::ReaderOptions{.engine = "pread"});
+  whole.wait(whole.submit(1, 0, ref.get()));
+  EXPECT_EQ(std::memcmp(buf.get(), ref.get(), slot), 0) << "the striped read assembled another record";
+  const auto stats = r.stats();
+  EXPECT_EQ(stats[0].reads + stats[1].reads, 2u) << "the cancelled read reached a drive";
 }
 
 }  // namespace
