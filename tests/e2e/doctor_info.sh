@@ -92,6 +92,31 @@ check "$work/info.json" "len(j['prepared']['homes']) == 2 and all(h['exists'] fo
   "sum(h['experts'] for h in j['prepared']['homes']) == j['expert_bank']['moe_layers'] * j['expert_bank']['experts_per_layer']" \
   "j['prepared']['replicas']['min'] == 1 and j['prepared']['experts_not_local'] == 0"
 
+# A striped install: every record in one part per home; info says so, verify checks each part.
+cp -r "$src/tests/fixtures/qwen3_moe_b" "$work/s"
+rm -f "$work/s/expected.safetensors"
+"$sluice" prepare --model "$work/s" --home "$work/s0" --home "$work/s1" --stripe on --no-measure 2>/dev/null ||
+  fail "prepare --stripe on"
+"$sluice" info --model "$work/s" >"$work/info-s.txt"
+grep -q '^prepared     2 homes, 1.00 copies per expert (min 1, max 1), each striped in 2 parts' "$work/info-s.txt" ||
+  fail "info of a striped install: $(cat "$work/info-s.txt")"
+"$sluice" info --model "$work/s" --json >"$work/info-s.json"
+check "$work/info-s.json" "j['prepared']['stripes'] == 2 and j['prepared']['replicas']['max'] == 1" \
+  "all(h['experts'] == j['expert_bank']['moe_layers'] * j['expert_bank']['experts_per_layer'] for h in j['prepared']['homes'])"
+"$sluice" verify --model "$work/s" 2>/dev/null || fail "verify of a striped install"
+python3 - "$(find "$work/s1" -name '*.bin' | head -1)" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(100)
+    b = f.read(1)
+    f.seek(100)
+    f.write(bytes([b[0] ^ 0x5a]))
+PY
+if "$sluice" verify --model "$work/s" 2>"$work/verify-s.txt"; then fail "verify missed a damaged stripe"; fi
+grep -q "checksum mismatch" "$work/verify-s.txt" || fail "verify of a damaged stripe: $(cat "$work/verify-s.txt")"
+err=$("$sluice" prepare --model "$work/s" --home "$work/s9" --stripe on --no-measure 2>&1) && fail "--stripe on, one home"
+grep -q "two or more homes" <<<"$err" || fail "--stripe on with one home: $err"
+
 # Doctor without a model: the machine and the working directory.
 (cd "$work" && "$sluice" doctor --seconds 0.1 >"$work/doctor.txt") || fail "doctor"
 grep -q '^cpu' "$work/doctor.txt" && grep -q '^memory' "$work/doctor.txt" || fail "doctor text: $(cat "$work/doctor.txt")"

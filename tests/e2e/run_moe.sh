@@ -3,7 +3,7 @@
 # (qwen3_moe, gpt_oss with MXFP4 experts, deepseek_v3 with FP8 weights, kimi_k2, and kimi_k2 with
 # Kimi-K2-Thinking's INT4 experts) gives transformers' greedy tokens for every fixture prompt
 # (tools/fixtures/make_moe_fixtures.py) with the experts resident, with prompt lookup drafting, with
-# chunked prefill, and streamed by `sluice prepare` from two homes through a cache far smaller than
+# chunked prefill, and streamed by `sluice prepare` from two homes (records whole or striped) through a cache far smaller than
 # one layer's experts.
 # Usage: run_moe.sh <sluice> <source-dir>
 set -euo pipefail
@@ -23,9 +23,15 @@ for fixture in qwen3_moe_a qwen3_moe_b gpt_oss_a gpt_oss_b deepseek_v3_a kimi_k2
     model="$work/$fixture"
     cp -r "$src/tests/fixtures/$fixture" "$model"
     rm -f "$model/expected.safetensors"
-    # Two homes; a cache of about 3 expert records (every layer evicts).
-    "$sluice" prepare --model "$model" --home "$work/$fixture.h0" --home "$work/$fixture.h1" --no-measure >/dev/null 2>&1 ||
-        { echo "FAIL $fixture: prepare"; failures=$((failures + 1)); continue; }
+    # Two homes; a cache of about 3 expert records (every layer evicts). The second fixture of
+    # each family (and the INT4 one) has every record striped across both homes.
+    stripe=off
+    case "$fixture" in *_b | *int4) stripe=on ;; esac
+    "$sluice" prepare --model "$model" --home "$work/$fixture.h0" --home "$work/$fixture.h1" --no-measure \
+        --stripe "$stripe" >/dev/null 2>&1 || { echo "FAIL $fixture: prepare"; failures=$((failures + 1)); continue; }
+    parts=$(python3 -c "import json,sys; print(len([l for l in json.load(open(sys.argv[1]))['layers'] if l][0][0]))" \
+        "$model/sluice-manifest.json")
+    check "$fixture: holders of a record with --stripe $stripe" "$parts" "$([ "$stripe" = on ] && echo 2 || echo 1)"
     cache=$(python3 -c "import json,sys; print('%.9f' % (3 * json.load(open(sys.argv[1]))['slot_bytes'] / 1e9))" \
         "$model/sluice-manifest.json")
     n=0

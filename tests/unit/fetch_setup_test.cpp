@@ -19,6 +19,7 @@
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "store/manifest.h"
+#include "store/prepare.h"
 
 namespace sluice {
 namespace {
@@ -315,6 +316,17 @@ TEST_F(FetchSetupTest, StreamedExpertWithWrongBytesIsRejectedAndFetchedAgainLate
   EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
 }
 
+// Flips one bit of the byte at `at` of the file at `path`.
+void flip(const std::string& path, uint64_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(at));
+  char c = 0;
+  f.read(&c, 1);
+  c = char(c ^ 1);
+  f.seekp(std::streamoff(at));
+  f.write(&c, 1);
+}
+
 TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt) {
   fetch::setup(options("full"));
   const std::string shard = model() + "/model-00001-of-00002.safetensors";
@@ -323,15 +335,6 @@ TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt)
                                            store::model_identity(slurp(model() + "/config.json"), bank.layout));
   const store::Holder h = m.of(2, 5)[0];
   const std::string home_file = m.homes[size_t(h.home)].path + "/" + h.file;
-  auto flip = [](const std::string& path, uint64_t at) {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(std::streamoff(at));
-    char c = 0;
-    f.read(&c, 1);
-    c = char(c ^ 1);
-    f.seekp(std::streamoff(at));
-    f.write(&c, 1);
-  };
   flip(shard, fs::file_size(shard) - 7);
   flip(home_file, h.offset + 100);
   std::string shard_bad = slurp(shard), home_bad = slurp(home_file);
@@ -348,6 +351,35 @@ TEST_F(FetchSetupTest, VerifyFindsDamageWithoutChangingAnythingAndRepairFixesIt)
   EXPECT_TRUE(fixed.ok()) << (fixed.unfixed.empty() ? "" : fixed.unfixed[0]);
   EXPECT_EQ(fixed.repaired.size(), 2u);
   EXPECT_EQ(slurp(shard), slurp(src() + "/model-00001-of-00002.safetensors"));
+  EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
+  auto e = installed_engine("model");
+  EXPECT_EQ(generate(*e).tokens, local_generation().tokens);
+}
+
+// A full install re-placed with every record striped over two homes: a damaged part is found
+// by verify and rewritten from the source by --repair (only that part's bytes of the record).
+TEST_F(FetchSetupTest, RepairRestoresADamagedStripe) {
+  fetch::setup(options("full"));
+  const store::ExpertBank bank = model::expert_bank_of(model());
+  store::PrepareOptions po;
+  po.homes = {store::parse_home_spec(home("s0")), store::parse_home_spec(home("s1"))};
+  po.stripe = store::PrepareOptions::Stripe::On;
+  po.rebalance = true;
+  po.measure = false;
+  const store::Manifest m = store::prepare_experts(model(), bank, po);
+  ASSERT_EQ(store::parts_of(m.of(2, 5)).size(), 2u) << "the test model's records must span two pages";
+  const store::Holder h = m.of(2, 5)[1];
+  ASSERT_GT(h.at, 0u);
+  const std::string home_file = m.homes[size_t(h.home)].path + "/" + h.file;
+  flip(home_file, h.offset + 100);
+  fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("expert 5 of layer 2"), std::string::npos) << r.problems[0];
+  fetch::SourceOptions so;
+  so.retries = 0;
+  fetch::VerifyReport fixed = fetch::verify_install(model(), model::expert_bank_from_config, true, so, true);
+  EXPECT_TRUE(fixed.ok()) << (fixed.unfixed.empty() ? "" : fixed.unfixed[0]);
+  EXPECT_EQ(fixed.repaired.size(), 1u);
   EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
   auto e = installed_engine("model");
   EXPECT_EQ(generate(*e).tokens, local_generation().tokens);
