@@ -107,6 +107,22 @@ class StoreTest : public ::testing::Test {
     }
     h.save(store::heat_path(model_dir()));
   }
+  // The all-in-RAM run: what every streamed run must equal bit for bit.
+  Outcome resident_run(const std::vector<int32_t>& prompt, int new_tokens) {
+    auto e = engine("resident", 1, false);
+    return run_engine(*e, prompt, new_tokens);
+  }
+  // Overwrites a byte every `every` bytes from `first` on, in every record file of home i.
+  void damage_home(int i, uint64_t first, uint64_t every) {
+    for (const auto& entry : fs::recursive_directory_iterator(home(i))) {
+      if (entry.path().extension() != ".bin") continue;
+      std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+      for (uint64_t off = first; off < fs::file_size(entry.path()); off += every) {
+        f.seekp(long(off));
+        f.put('\x5a');
+      }
+    }
+  }
   uint64_t slot_bytes() {
     return model::expert_bank_of(model_dir()).layout.slot_bytes;
   }
@@ -115,11 +131,7 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, StreamedRunsAreBitIdenticalToResident) {
   auto prompt = prompt_ids(10);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 10);
-  }
+  const Outcome ref = resident_run(prompt, 10);
   const double tiny = double(slot_bytes()) * 9 / 1e9;  // 9 slots: far below one layer's union
   for (int homes : {1, 2, 3}) {
     prepare(homes);
@@ -190,11 +202,7 @@ TEST_F(StoreTest, ReaderCancelsQueuedPrefetchesPromotesAndKeepsRoomForDemand) {
 // dropped (counted, their bytes not), and the run stays bit-identical to the all-in-RAM one.
 TEST_F(StoreTest, CancelledPrefetchesChangeNothingButTheBytes) {
   auto prompt = prompt_ids(6);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 6);
-  }
+  const Outcome ref = resident_run(prompt, 6);
   prepare(1);
   runtime::EngineOptions o;
   o.model_dir = model_dir();
@@ -283,11 +291,7 @@ TEST_F(StoreTest, ThrottledHomeReceivesFewerReads) {
 
 TEST_F(StoreTest, MissingHomeIsServedByReplicas) {
   auto prompt = prompt_ids(8);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 8);
-  }
+  const Outcome ref = resident_run(prompt, 8);
   write_uniform_heat();
   prepare(2, -1, 1.0);
   auto e = engine("stream", double(slot_bytes()) * 10 / 1e9, true);
@@ -305,11 +309,7 @@ TEST_F(StoreTest, HomeMissingAtStartIsServedByReplicas) {
   write_uniform_heat();
   prepare(2, -1, 1.0);
   auto prompt = prompt_ids(5);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 5);
-  }
+  const Outcome ref = resident_run(prompt, 5);
   fs::rename(home(1), home(1) + ".gone");
   auto e = engine("stream", 0.01, true);
   EXPECT_EQ(run_engine(*e, prompt, 5).tokens, ref.tokens);
@@ -335,21 +335,9 @@ TEST_F(StoreTest, NoGoodCopyNamesTheExpertAndHomes) {
 TEST_F(StoreTest, CorruptRecordIsRejectedByChecksumAndRetried) {
   write_uniform_heat();
   auto m = prepare(2, -1, 1.0);
-  // Flip bytes in every record of home 0.
-  for (const auto& entry : fs::recursive_directory_iterator(home(0))) {
-    if (entry.path().extension() != ".bin") continue;
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    for (uint64_t off = 100; off < fs::file_size(entry.path()); off += m.layout.slot_bytes) {
-      f.seekp(long(off));
-      f.put('\x5a');
-    }
-  }
+  damage_home(0, 100, m.layout.slot_bytes);  // every record of home 0
   auto prompt = prompt_ids(6);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 6);
-  }
+  const Outcome ref = resident_run(prompt, 6);
   auto e = engine("stream", 0.01, false);
   Outcome got = run_engine(*e, prompt, 6);
   EXPECT_EQ(got.logits, ref.logits);
@@ -443,11 +431,7 @@ TEST_F(StoreTest, PlacementBalancesEachLayerAcrossHomes) {
 // same speeds rewrites nothing. Without a manifest it is refused.
 TEST_F(StoreTest, RebalanceReplacesFromTheHomesWithoutTheCheckpoint) {
   auto prompt = prompt_ids(6);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 6);
-  }
+  const Outcome ref = resident_run(prompt, 6);
   store::PrepareOptions bad;
   bad.rebalance = true;
   EXPECT_NE(testing::error_of([&] { store::prepare_experts(model_dir(), model::expert_bank_of(model_dir()), bad); })
@@ -543,11 +527,7 @@ TEST_F(StoreTest, PlacementFollowsMeasuredDriveSpeeds) {
 // and off and a cache that evicts every layer; each home serves its parts.
 TEST_F(StoreTest, StripedRecordsStreamBitIdenticalToResident) {
   auto prompt = prompt_ids(10);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 10);
-  }
+  const Outcome ref = resident_run(prompt, 10);
   const uint64_t slot = slot_bytes();
   const uint64_t pages = slot / store::ExpertLayout::kAlign;
   ASSERT_GE(pages, 3u) << "the test model's records must have a page for each of three homes";
@@ -655,21 +635,9 @@ TEST_F(StoreTest, StripedPartIsRetriedOnItsOtherCopyOrNamedWhenNoneIsGood) {
       hs.push_back(copy);
     }
   store::write_manifest(m, store::manifest_path(model_dir()));
-  // Home 1's parts go bad.
-  for (const auto& entry : fs::recursive_directory_iterator(home(1))) {
-    if (entry.path().extension() != ".bin") continue;
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    for (uint64_t off = 10; off < fs::file_size(entry.path()); off += 4096) {
-      f.seekp(long(off));
-      f.put('\x5a');
-    }
-  }
+  damage_home(1, 10, 4096);  // every part on home 1
   auto prompt = prompt_ids(6);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 6);
-  }
+  const Outcome ref = resident_run(prompt, 6);
   {
     auto e = engine("stream", double(slot_bytes()) * 9 / 1e9, false);
     Outcome got = run_engine(*e, prompt, 6);
@@ -720,11 +688,7 @@ TEST_F(StoreTest, StripedManifestMustTileEveryRecord) {
 // exactly; files no manifest names are removed.
 TEST_F(StoreTest, RebalanceStripesAndUnstripesFromTheHomes) {
   auto prompt = prompt_ids(6);
-  Outcome ref;
-  {
-    auto e = engine("resident", 1, false);
-    ref = run_engine(*e, prompt, 6);
-  }
+  const Outcome ref = resident_run(prompt, 6);
   prepare(3);
   const std::string aside = dir_ / "aside";
   fs::create_directories(aside);
