@@ -14,6 +14,7 @@ Action register_setup(CLI::App& app) {
   auto a = std::make_shared<fetch::SetupOptions>();
   auto full = std::make_shared<bool>(false), stream = std::make_shared<bool>(false);
   auto no_measure = std::make_shared<bool>(false);
+  auto stripe = std::make_shared<std::string>("auto");
   CLI::App* sub = app.add_subcommand(
       "setup",
       "Install a model from a Hugging Face-style repository (https://...) or a local directory.\n"
@@ -32,11 +33,18 @@ Action register_setup(CLI::App& app) {
       ->default_val(4)
       ->transform(integer_in(0, 1000));
   sub->add_flag("--no-measure", *no_measure, "Skip measuring each home's read bandwidth (--full)");
+  sub->add_option("--stripe", *stripe,
+                  "Stripe each expert record across the homes: on, off, or auto (as `sluice prepare --stripe`)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "No progress bars");
-  return [a, full, stream, no_measure] {
+  return [a, full, stream, no_measure, stripe] {
     if (*full == *stream) fail("setup: choose exactly one of --full or --stream");
     a->mode = *full ? "full" : "stream";
     a->measure = !*no_measure;
+    a->stripe = *stripe == "on"    ? store::PrepareOptions::Stripe::On
+                : *stripe == "off" ? store::PrepareOptions::Stripe::Off
+                                   : store::PrepareOptions::Stripe::Auto;
     a->expert_bank = model::expert_bank_from_config;
     fetch::setup(*a);
     std::fprintf(stderr, "setup: %s install of %s ready in %s\n", a->mode.c_str(), a->source.c_str(),

@@ -413,6 +413,7 @@ void setup(const SetupOptions& opt) {
     store::PrepareOptions po;
     po.homes = homes_of(opt);
     po.measure = opt.measure;
+    po.stripe = opt.stripe;
     if (!opt.quiet)
       po.progress = [](uint64_t done, uint64_t total_bytes, const std::string& what) {
         std::fprintf(stderr, "\rprepare: %5.1f%%  %s", total_bytes ? 100.0 * double(done) / double(total_bytes) : 100.0,
@@ -455,7 +456,7 @@ void setup(const SetupOptions& opt) {
   // The expert tensors must all be in the source with the layout's dtypes and sizes.
   check_source_experts(rec, bank);
   write_record(rec, opt.model_dir);
-  write_stream_manifest(opt.model_dir, config_text, bank, homes_of(opt));
+  write_stream_manifest(opt.model_dir, config_text, bank, homes_of(opt), opt.stripe);
 }
 
 }  // namespace sluice::fetch

@@ -11,6 +11,7 @@
 #include "fetch/install_record.h"
 #include "fetch/source.h"
 #include "store/expert_bank.h"
+#include "store/prepare.h"
 
 namespace sluice::fetch {
 
@@ -21,6 +22,8 @@ struct SetupOptions {
   int jobs = 4;                    // parallel downloads
   bool measure = true;             // measure home bandwidth in prepare (--full)
   bool quiet = false;              // no progress bars
+  // Records whole or striped across the homes (store::PrepareOptions::stripe), in both modes.
+  store::PrepareOptions::Stripe stripe = store::PrepareOptions::Stripe::Auto;
   SourceOptions source_options;
   // The expert bank of the source's config.json (model::expert_bank_from_config); required. It is
   // asked before anything is downloaded, so a config no architecture knows fails early.

@@ -45,7 +45,8 @@ void check_source_experts(const InstallRecord& rec, const store::ExpertBank& ban
 }
 
 store::Manifest write_stream_manifest(const std::string& model_dir, const std::string& config_text,
-                                      const store::ExpertBank& bank, const std::vector<store::Home>& homes) {
+                                      const store::ExpertBank& bank, const std::vector<store::Home>& homes,
+                                      store::PrepareOptions::Stripe stripe) {
   const store::ExpertLayout& layout = bank.layout;
   const std::string id = store::model_identity(config_text, layout);
   const std::string path = store::manifest_path(model_dir);
@@ -59,7 +60,21 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
   store::PrepareOptions po;
   po.homes = homes;
   po.measure = false;
-  auto placement = store::place_experts(bank, layout.slot_bytes, po, nullptr);
+  po.stripe = stripe;
+  po.speeds = store::measured_drive_speeds(homes);
+  // Which homes hold each record, and which part of it each home holds (the whole, or its stripe).
+  std::vector<store::Part> part_on(homes.size(), store::Part{0, layout.slot_bytes});
+  std::vector<std::vector<std::vector<int>>> placement;
+  if (store::use_stripes(bank, layout.slot_bytes, po)) {
+    part_on = store::stripe_parts(layout.slot_bytes, po.speeds, homes.size());
+    std::vector<int> all;
+    for (size_t h = 0; h < homes.size(); ++h)
+      if (part_on[h].length) all.push_back(int(h));
+    placement.resize(size_t(bank.num_layers));
+    for (int l : bank.moe_layers) placement[size_t(l)].assign(size_t(bank.num_experts), all);
+  } else {
+    placement = store::place_experts(bank, layout.slot_bytes, po, nullptr);
+  }
   for (const auto& h : homes) store::claim_home(h, id);
   store::Manifest m;
   m.model_id = id;
@@ -72,11 +87,12 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
     if (placement[size_t(l)].empty()) continue;
     m.holders[size_t(l)].resize(size_t(bank.num_experts));
     for (int h = 0; h < int(homes.size()); ++h) {
+      const store::Part part = part_on[size_t(h)];
       uint64_t slots = 0;
       for (int64_t e = 0; e < bank.num_experts; ++e) {
         const auto& hs = placement[size_t(l)][size_t(e)];
         if (std::find(hs.begin(), hs.end(), h) == hs.end()) continue;
-        store::Holder x{h, store::expert_file(id, l), slots * layout.slot_bytes, layout.slot_bytes, 0, false};
+        store::Holder x{h, store::expert_file(id, l), slots * part.length, part.length, 0, false, part.at};
         m.holders[size_t(l)][size_t(e)].push_back(x);
         ++slots;
       }
@@ -85,11 +101,11 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
       std::string file = homes[size_t(h)].path + "/" + store::expert_file(id, l);
       fs::create_directories(fs::path(file).parent_path());
       std::error_code ec;
-      if (fs::exists(file) && fs::file_size(file, ec) == slots * layout.slot_bytes) continue;
+      if (fs::exists(file) && fs::file_size(file, ec) == slots * part.length) continue;
       std::string tmp = file + ".tmp";
       int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-      bool ok = ::ftruncate(fd, off_t(slots * layout.slot_bytes)) == 0 && ::fsync(fd) == 0;
+      bool ok = ::ftruncate(fd, off_t(slots * part.length)) == 0 && ::fsync(fd) == 0;
       ::close(fd);
       if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) fail(file, ": cannot create the layer file");
     }

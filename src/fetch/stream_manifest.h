@@ -7,6 +7,7 @@
 
 #include "fetch/install_record.h"
 #include "store/manifest.h"
+#include "store/prepare.h"
 
 namespace sluice::fetch {
 
@@ -15,8 +16,11 @@ FileEntry write_stream_index(const InstallRecord& rec, const std::vector<std::ve
                              const std::string& dir);
 void check_source_experts(const InstallRecord& rec, const store::ExpertBank& bank);
 // `bank` is the one `config_text` implies (the text keys the model identity). Keeps an existing
-// manifest of the same model (its experts already fetched stay local).
-store::Manifest write_stream_manifest(const std::string& model_dir, const std::string& config_text,
-                                      const store::ExpertBank& bank, const std::vector<store::Home>& homes);
+// manifest of the same model (its experts already fetched stay local). Records are placed as
+// `prepare` places them: whole, in each layer's shares by the homes' measured rates, or striped.
+store::Manifest write_stream_manifest(
+    const std::string& model_dir, const std::string& config_text, const store::ExpertBank& bank,
+    const std::vector<store::Home>& homes,
+    store::PrepareOptions::Stripe stripe = store::PrepareOptions::Stripe::Auto);
 
 }  // namespace sluice::fetch

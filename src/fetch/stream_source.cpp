@@ -6,10 +6,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
@@ -72,20 +74,31 @@ size_t replay_journal(const std::string& model_dir, store::Manifest& m) {
   std::string line;
   size_t n = 0;
   while (std::getline(in, line)) {
+    // "LAYER EXPERT SUM": the record's xxh3, for a record held whole; a striped record's line
+    // has one sum per holder, in the manifest's order. A torn last line (crash while appending)
+    // does not parse or does not match its holders and is ignored: its expert is fetched again.
+    std::istringstream words(line);
     long long layer = -1, expert = -1;
-    char sum[17] = {0};
-    // A torn last line (crash while appending) does not parse and is ignored: its expert is
-    // simply fetched again.
-    if (std::sscanf(line.c_str(), "%lld %lld %16[0-9a-f]", &layer, &expert, sum) != 3 || std::strlen(sum) != 16) continue;
-    if (layer < 0 || layer >= m.num_layers || expert < 0 || expert >= m.num_experts) continue;
+    if (!(words >> layer >> expert)) continue;
+    std::vector<uint64_t> sums;
+    bool ok = true;
+    for (std::string w; ok && words >> w;) {
+      ok = w.size() == 16 && w.find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (ok) sums.push_back(std::strtoull(w.c_str(), nullptr, 16));
+    }
+    if (!ok || sums.empty() || layer < 0 || layer >= m.num_layers || expert < 0 || expert >= m.num_experts) continue;
     if (m.holders[size_t(layer)].empty()) continue;
-    uint64_t x = std::strtoull(sum, nullptr, 16);
+    auto& hs = m.holders[size_t(layer)][size_t(expert)];
+    const bool whole = std::all_of(hs.begin(), hs.end(), [&](const store::Holder& h) {
+      return h.at == 0 && h.length == m.layout.slot_bytes;
+    });
+    if (!(sums.size() == hs.size() || (sums.size() == 1 && whole))) continue;
     // Only holders still waiting for their record: a local holder's checksum is the manifest's
-    // (a repaired record of a prepared install is journaled too, and may be striped).
-    for (auto& h : m.holders[size_t(layer)][size_t(expert)]) {
-      if (h.local) continue;
-      h.local = true;
-      h.xxh3 = x;
+    // (a repaired record of a prepared install is journaled too).
+    for (size_t i = 0; i < hs.size(); ++i) {
+      if (hs[i].local) continue;
+      hs[i].local = true;
+      hs[i].xxh3 = sums[sums.size() == 1 ? 0 : i];
     }
     ++n;
   }
@@ -146,9 +159,19 @@ void StreamSource::store_record(const store::Manifest& m, int layer, int expert,
   std::string jpath = model_dir_ + "/" + kJournalName;
   int fd = ::open(jpath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) fail(jpath, ": cannot open: ", std::strerror(errno));
-  char line[64];
-  int n = std::snprintf(line, sizeof line, "%d %d %016llx\n", layer, expert, (unsigned long long)sum);
-  bool ok = ::write(fd, line, size_t(n)) == n && ::fdatasync(fd) == 0;
+  // One sum for a record held whole, else one per holder (its part's).
+  const auto& hs = m.of(layer, expert);
+  std::string line = cat(layer, " ", expert);
+  char hex[24];
+  const bool whole = std::all_of(hs.begin(), hs.end(),
+                                 [&](const store::Holder& h) { return h.at == 0 && h.length == m.layout.slot_bytes; });
+  for (size_t i = 0; i < (whole ? 1 : hs.size()); ++i) {
+    const uint64_t x = whole ? sum : XXH3_64bits(record + hs[i].at, hs[i].length);
+    std::snprintf(hex, sizeof hex, " %016llx", (unsigned long long)x);
+    line += hex;
+  }
+  line += "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size()) && ::fdatasync(fd) == 0;
   ::close(fd);
   if (!ok) fail(jpath, ": cannot append");
 }

@@ -2,6 +2,7 @@
 #include "store/streaming_experts.h"
 
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <new>
@@ -299,11 +300,12 @@ void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts
     pinned_now_.clear();  // already unpinned: a later release() must not unpin them again
     throw;
   }
-  // From now on these experts are read from their homes and verified against these sums. No
-  // read of them is in flight, so the reader threads never see these holders change.
+  // From now on these experts are read from their homes and verified against these sums (a
+  // striped record's holders against their part's). No read of them is in flight, so the reader
+  // threads never see these holders change.
   for (size_t k = 0; k < ids.size(); ++k)
     for (Holder& h : m_.holders[size_t(layer)][size_t(ids[k])]) {
-      h.xxh3 = sums[k];
+      h.xxh3 = h.length == m_.layout.slot_bytes ? sums[k] : XXH3_64bits(dst[k] + h.at, h.length);
       h.local = true;
     }
   counters_.fetched += ids.size();

@@ -13,7 +13,8 @@
 # (SLUICE_CRASH_ALL_COMMITS=0 samples the renames and unlinks too: the sanitizer run's budget).
 #
 # Commands: prepare (first, again with its homes swapped, and --rebalance so), setup --full, setup --stream, its
-# first run (experts fetched mid-generation) and warm --fetch, upgrade (v1 -> v2 manifest),
+# first run (experts fetched mid-generation; records whole, and striped over two homes) and warm --fetch,
+# upgrade (v1 -> v3 manifest),
 # verify --repair, and the heat file a run writes on exit.
 set -euo pipefail
 sluice="$1"
@@ -192,6 +193,20 @@ crash "stream fetch (run)" pre_stream check_stream -- "$sluice" run --model "$wo
   --max-new 10 --ignore-eos --json
 gen "$work/src" --router-trace "$work/route.jsonl" --experts resident >/dev/null
 crash "stream fetch (warm)" pre_stream check_stream -- "$sluice" warm --model "$work/m" --trace "$work/route.jsonl" --fetch 12
+
+# --- the same with every record striped over two homes (a model whose records span four pages):
+# a fetched record's journal line holds one checksum per part.
+"$sluice" make-tiny --out "$work/src2" --experts 16 --moe-inter 256 --seed 9 >/dev/null 2>&1
+want_whole=$want
+want="$("$sluice" run --model "$work/src2" --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json --experts resident | ids_of)"
+pre_striped_stream() {
+  rm -rf "$work/m" "$work/h1" "$work/h2"
+  "$sluice" setup --source "$work/src2" --model "$work/m" --stream --home "$work/h1" --home "$work/h2" --stripe on \
+    --quiet >/dev/null 2>&1
+}
+crash "striped stream fetch (run)" pre_striped_stream check_stream -- "$sluice" run --model "$work/m" \
+  --prompt-ids 4,5,6 --max-new 10 --ignore-eos --json
+want=$want_whole
 
 # --- upgrade of a version-1 manifest.
 "$sluice" setup --source "$work/src" --model "$work/full" --full --home "$work/full-home" --no-measure --quiet

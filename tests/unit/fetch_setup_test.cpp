@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -383,6 +384,54 @@ TEST_F(FetchSetupTest, RepairRestoresADamagedStripe) {
   EXPECT_TRUE(fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true).ok());
   auto e = installed_engine("model");
   EXPECT_EQ(generate(*e).tokens, local_generation().tokens);
+}
+
+// A stream install striped over two homes: each fetched record's parts land on both homes, the
+// journal keeps one checksum per part, and a second process reads them back (verified per part)
+// without fetching again; a line torn by a crash is ignored.
+TEST_F(FetchSetupTest, StripedStreamInstallFetchesOnceAndKeepsEachPartsChecksum) {
+  fetch::SetupOptions o = options("stream");
+  o.homes = {home("s0"), home("s1")};
+  o.stripe = store::PrepareOptions::Stripe::On;
+  fetch::setup(o);
+  const store::ExpertBank bank = model::expert_bank_of(model());
+  const store::Manifest m = store::read_manifest(store::manifest_path(model()), bank,
+                                                 store::model_identity(slurp(model() + "/config.json"), bank.layout));
+  ASSERT_EQ(store::parts_of(m.of(2, 5)).size(), 2u) << "the test model's records must span two pages";
+  const Generation want = local_generation();
+  uint64_t fetched_first = 0;
+  {
+    auto e = installed_engine("model");
+    Generation got = generate(*e);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.logits, want.logits);
+    fetched_first = e->store()->counters().fetched;
+    EXPECT_GT(fetched_first, 0u);
+  }
+  // Every journal line has a checksum per part; a torn line appended after them changes nothing.
+  const std::string journal = model() + "/" + fetch::kJournalName;
+  {
+    std::ifstream in(journal);
+    size_t lines = 0;
+    for (std::string line; std::getline(in, line); ++lines)
+      EXPECT_EQ(std::count(line.begin(), line.end(), ' '), 3) << line;
+    EXPECT_EQ(lines, fetched_first);
+  }
+  // A line cut after its first checksum, then one cut inside a checksum.
+  std::ofstream(journal, std::ios::app) << "2 5 0123456789abcdef\n2 6 0123456789abcdef 01234";
+  uint64_t served_before = server_->served_total();
+  {
+    auto e = installed_engine("model");
+    Generation got = generate(*e);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.logits, want.logits);
+    EXPECT_EQ(e->store()->counters().fetched, 0u);
+    for (const auto& h : e->store()->home_stats()) EXPECT_EQ(h.errors, 0u) << "a part failed its checksum";
+  }
+  EXPECT_EQ(server_->served_total(), served_before);
+  fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+  EXPECT_EQ(r.experts_checked, 2 * fetched_first) << "both parts of every fetched record";
 }
 
 }  // namespace
