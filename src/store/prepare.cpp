@@ -467,47 +467,42 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
       int fd = -1;  // open while the file is being written
     };
     std::vector<Out> outs(H);
-    for (size_t h = 0; h < H; ++h) {
-      Out& o = outs[h];
-      for (int64_t e = 0; e < bank.num_experts; ++e) {
-        const auto& hs = placement[size_t(l)][size_t(e)];
-        if (std::find(hs.begin(), hs.end(), int(h)) == hs.end()) continue;
-        o.held.push_back(e);
-        o.sums.push_back(sums[size_t(e)][h]);
-      }
-      if (o.held.empty()) continue;
-      o.rel = expert_file(id, l);
-      const std::string& home_path = opt.homes[h].path;
-      bool same = false;
-      if (old) {
-        // A file the old manifest uses stays as it is until the new manifest is written: kept if
-        // it holds exactly these records, else the layer goes to the other of two names.
-        const std::string alt = o.rel.substr(0, o.rel.size() - 4) + ".b.bin";
-        const std::string cur = old_files.count(home_path + "/" + o.rel) ? o.rel
-                                : old_files.count(home_path + "/" + alt) ? alt
-                                                                         : "";
-        if (!cur.empty()) {
-          same = holds_records(home_path + "/" + cur, o.held, o.sums, part_on[h].length, scratch.get());
-          o.rel = same ? cur : (cur == o.rel ? alt : o.rel);
-        }
-      }
-      o.path = home_path + "/" + o.rel;
-      if (same || holds_records(o.path, o.held, o.sums, part_on[h].length, scratch.get())) continue;
-      fs::create_directories(fs::path(o.path).parent_path());
-      o.tmp = o.path + ".tmp";
-      o.fd = ::open(o.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (o.fd < 0) {
-        const int err = errno;
-        for (Out& w : outs)
-          if (w.fd >= 0) ::close(w.fd), ::unlink(w.tmp.c_str());
-        fail(o.tmp, ": cannot create: ", std::strerror(err));
-      }
-    }
-    // Each record is read once and its parts written to the homes that need them (in expert
-    // order, which is each file's order).
     uint64_t written = 0, layer_bytes = 0;
-    for (size_t h = 0; h < H; ++h) layer_bytes += outs[h].held.size() * part_on[h].length;
     try {
+      for (size_t h = 0; h < H; ++h) {
+        Out& o = outs[h];
+        for (int64_t e = 0; e < bank.num_experts; ++e) {
+          const auto& hs = placement[size_t(l)][size_t(e)];
+          if (std::find(hs.begin(), hs.end(), int(h)) == hs.end()) continue;
+          o.held.push_back(e);
+          o.sums.push_back(sums[size_t(e)][h]);
+        }
+        if (o.held.empty()) continue;
+        o.rel = expert_file(id, l);
+        const std::string& home_path = opt.homes[h].path;
+        bool same = false;
+        if (old) {
+          // A file the old manifest uses stays as it is until the new manifest is written: kept if
+          // it holds exactly these records, else the layer goes to the other of two names.
+          const std::string alt = o.rel.substr(0, o.rel.size() - 4) + ".b.bin";
+          const std::string cur = old_files.count(home_path + "/" + o.rel) ? o.rel
+                                  : old_files.count(home_path + "/" + alt) ? alt
+                                                                           : "";
+          if (!cur.empty()) {
+            same = holds_records(home_path + "/" + cur, o.held, o.sums, part_on[h].length, scratch.get());
+            o.rel = same ? cur : (cur == o.rel ? alt : o.rel);
+          }
+        }
+        o.path = home_path + "/" + o.rel;
+        if (same || holds_records(o.path, o.held, o.sums, part_on[h].length, scratch.get())) continue;
+        fs::create_directories(fs::path(o.path).parent_path());
+        o.tmp = o.path + ".tmp";
+        o.fd = ::open(o.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o.fd < 0) fail(o.tmp, ": cannot create: ", std::strerror(errno));
+      }
+      // Each record is read once and its parts written to the homes that need them (in expert
+      // order, which is each file's order).
+      for (size_t h = 0; h < H; ++h) layer_bytes += outs[h].held.size() * part_on[h].length;
       for (int64_t e = 0; e < bank.num_experts; ++e) {
         bool need = false;
         for (const Out& o : outs) need |= o.fd >= 0 && std::binary_search(o.held.begin(), o.held.end(), e);
