@@ -124,6 +124,22 @@ class FetchSetupTest : public ::testing::Test {
     return runtime::Engine::load(eo);
   }
 
+  // A second process over the installed model: its experts already fetched are read from the
+  // homes (each record or part verified against the journal's checksums, none failing), the
+  // generation equals `want`, and nothing is fetched from the source again.
+  void expect_rerun_fetches_nothing(const Generation& want) {
+    const uint64_t served_before = server_->served_total();
+    {
+      auto e = installed_engine("model");
+      Generation got = generate(*e);
+      EXPECT_EQ(got.tokens, want.tokens);
+      EXPECT_EQ(got.logits, want.logits);
+      EXPECT_EQ(e->store()->counters().fetched, 0u);
+      for (const auto& h : e->store()->home_stats()) EXPECT_EQ(h.errors, 0u) << "a record failed its checksum";
+    }
+    EXPECT_EQ(server_->served_total(), served_before);
+  }
+
   testing::TempDir dir_{"fetch"};
   std::unique_ptr<testing::FileServer> server_;
 };
@@ -180,15 +196,7 @@ TEST_F(FetchSetupTest, StreamInstallFetchesExpertsOnFirstUseAndKeepsThem) {
     EXPECT_EQ(e->store()->missing(), missing_before - fetched_first);
   }
   // A second process finds the fetched experts local (journal) and fetches none of them again.
-  uint64_t served_before = server_->served_total();
-  {
-    auto e = installed_engine("model");
-    Generation got = generate(*e);
-    EXPECT_EQ(got.tokens, want.tokens);
-    EXPECT_EQ(got.logits, want.logits);
-    EXPECT_EQ(e->store()->counters().fetched, 0u);
-  }
-  EXPECT_EQ(server_->served_total(), served_before);
+  expect_rerun_fetches_nothing(want);
   fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(r.experts_checked, fetched_first);
@@ -419,16 +427,7 @@ TEST_F(FetchSetupTest, StripedStreamInstallFetchesOnceAndKeepsEachPartsChecksum)
   }
   // A line cut after its first checksum, then one cut inside a checksum.
   std::ofstream(journal, std::ios::app) << "2 5 0123456789abcdef\n2 6 0123456789abcdef 01234";
-  uint64_t served_before = server_->served_total();
-  {
-    auto e = installed_engine("model");
-    Generation got = generate(*e);
-    EXPECT_EQ(got.tokens, want.tokens);
-    EXPECT_EQ(got.logits, want.logits);
-    EXPECT_EQ(e->store()->counters().fetched, 0u);
-    for (const auto& h : e->store()->home_stats()) EXPECT_EQ(h.errors, 0u) << "a part failed its checksum";
-  }
-  EXPECT_EQ(server_->served_total(), served_before);
+  expect_rerun_fetches_nothing(want);
   fetch::VerifyReport r = fetch::verify_install(model(), model::expert_bank_from_config, false, {}, true);
   EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
   EXPECT_EQ(r.experts_checked, 2 * fetched_first) << "both parts of every fetched record";
