@@ -7,6 +7,10 @@
 // that the weights come from DRAM as routed experts do rather than from the L3. The floor streams
 // through its own 256 MiB buffer the same way, one weight-sized chunk after every call. Rows
 // named threads:N run the engine's threaded linear() against a floor read by the same threads.
+//
+// The weights and the floor's buffer are in 4 KiB pages, as the engine's are (the expert cache's
+// arena, a resident checkpoint's mapping). SLUICE_BENCH_PAGES=huge asks for 2 MiB pages for both
+// (core/arena.h: Pages), to see what TLB misses cost; the report says how much was granted.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -14,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -35,6 +40,26 @@ using sluice::kernels::Weight;
 using sluice::kernels::WeightType;
 
 constexpr size_t kSweepBytes = size_t(256) << 20;  // far above L3, so every read comes from DRAM
+
+sluice::Pages bench_pages() {
+  static const sluice::Pages pages = [] {
+    const char* e = std::getenv("SLUICE_BENCH_PAGES");
+    return e && std::string(e) == "huge" ? sluice::Pages::Huge : sluice::Pages::Small;
+  }();
+  return pages;
+}
+
+// Every buffer the benchmarks read, for the report's huge-page line.
+std::vector<std::pair<const void*, size_t>>& bench_buffers() {
+  static std::vector<std::pair<const void*, size_t>> all;
+  return all;
+}
+
+std::unique_ptr<std::byte[], sluice::AlignedFree> bench_buffer(size_t bytes) {
+  auto b = sluice::allocate_touched(bytes, 64, false, bench_pages());
+  bench_buffers().emplace_back(b.get(), bytes);
+  return b;
+}
 
 using Buffer = std::unique_ptr<std::byte[], sluice::AlignedFree>;
 
@@ -64,14 +89,14 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
   const size_t count = std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (size_t k = 0; k < count; ++k) {
-    set.data.push_back(sluice::allocate_touched(data_bytes));
+    set.data.push_back(bench_buffer(data_bytes));
     auto* d = reinterpret_cast<uint8_t*>(set.data.back().get());
     if (type == WeightType::MXFP4) {
       for (size_t i = 0; i < data_bytes; i += 8) {
         uint64_t v = next_random(s);
         std::memcpy(d + i, &v, std::min<size_t>(8, data_bytes - i));
       }
-      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      set.scales.push_back(bench_buffer(scale_bytes));
       auto* sc = reinterpret_cast<uint8_t*>(set.scales.back().get());
       for (size_t i = 0; i < scale_bytes; ++i) sc[i] = uint8_t(117 + next_random(s) % 21);
     } else if (type == WeightType::INT4_G32) {
@@ -80,7 +105,7 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
         uint64_t v = next_random(s);
         std::memcpy(d + i, &v, std::min<size_t>(8, data_bytes - i));
       }
-      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      set.scales.push_back(bench_buffer(scale_bytes));
       auto* sc = reinterpret_cast<uint16_t*>(set.scales.back().get());
       for (size_t i = 0; i < scale_bytes / 2; ++i) sc[i] = uint16_t(0x3b00 + next_random(s) % 128);
     } else if (type == WeightType::FP8_E4M3) {
@@ -90,7 +115,7 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
         if ((b & 0x7f) == 0x7f) b ^= 0x01;
         d[i] = b;
       }
-      set.scales.push_back(sluice::allocate_touched(scale_bytes));
+      set.scales.push_back(bench_buffer(scale_bytes));
       auto* sc = reinterpret_cast<float*>(set.scales.back().get());
       for (size_t i = 0; i < scale_bytes / 4; ++i) sc[i] = 0.0005f + 0.001f * float(next_random(s) % 8);
     } else {
@@ -162,7 +187,7 @@ uint64_t stream_sum(const std::byte* p, size_t bytes) {
 const std::byte* sweep_buffer() {
   static Buffer buffer = [] {
     // One weight-sized chunk beyond kSweepBytes (the largest, bf16, is 21 MiB); zeroed and touched.
-    return sluice::allocate_touched(kSweepBytes + (size_t(64) << 20));
+    return bench_buffer(kSweepBytes + (size_t(64) << 20));
   }();
   return buffer.get();
 }
@@ -280,6 +305,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("\nWeight bytes/s vs the memory-read floor measured between the same calls (single core unless\n"
                 "the name says threads:N, whose floor is read by the same N threads):\n");
     std::printf("(medians of per-call times; ratio_best compares the fastest call with the fastest floor read)\n");
+    size_t all = 0, huge = 0;
+    for (const auto& [p, bytes] : bench_buffers()) {
+      all += bytes;
+      huge += sluice::huge_page_bytes(p, bytes);
+    }
+    std::printf("weights and floor buffer: %.0f of %.0f MiB in 2 MiB pages (%s)\n", double(huge) / (1 << 20),
+                double(all) / (1 << 20),
+                bench_pages() == sluice::Pages::Huge ? "SLUICE_BENCH_PAGES=huge: asked for"
+                                                     : "4 KiB pages asked for, as the engine's");
     std::printf("%-48s %12s %12s %7s %11s\n", "kernel", "GB/s (1e9)", "floor GB/s", "ratio", "ratio_best");
     for (const Row& r : rows_)
       std::printf("%-48s %12.2f %12.2f %7.3f %11.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio, r.ratio_best);

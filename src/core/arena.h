@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <memory>
 #include <vector>
 
@@ -12,11 +13,29 @@ struct AlignedFree {
   void operator()(void* p) const;
 };
 
+// Which pages back a buffer. Huge: 2 MiB-aligned and advised for transparent huge pages
+// (MADV_HUGEPAGE; the kernel falls back to 4 KiB pages where it has none or THP is off). Only
+// kernels_bench asks for them (SLUICE_BENCH_PAGES=huge), to measure what TLB misses cost a GEMV:
+// on this machine one-core MXFP4 0.60-0.65 -> 0.69-0.77 of the read floor, FP8 2048x7168
+// 0.78 -> 0.85. The engine keeps 4 KiB pages: faulting huge pages in took 4.2-7.6 s per 1.76 GB
+// here against 0.8-2.6 s (memory compaction), a 16k-token prefill with its scratch in them 3.7 ->
+// 4.6-4.9 s, and streamed K3-scaled decode with its expert cache in them measured no faster
+// (92.6 against 94.8 tok/s, 256 tokens, 95 % hits).
+enum class Pages { Small, Huge };
+inline constexpr size_t kHugePage = size_t(2) << 20;
+
 // Allocates `bytes` aligned to `alignment` (a power of two, >= 64) and writes every page once.
 // split: a large buffer's pages are written by every thread of the global pool (the first pass of
 // a long prompt grows the device's scratch arena by hundreds of MB, page faults one thread took
 // alone); only from a thread that may call ThreadPool::parallel_for (not inside a range).
-std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment = 64, bool split = false);
+std::unique_ptr<std::byte[], AlignedFree> allocate_touched(size_t bytes, size_t alignment = 64, bool split = false,
+                                                           Pages pages = Pages::Small);
+// How many of the `bytes` at p sit in transparent huge pages (the AnonHugePages of the mappings
+// that hold them, from /proc/self/smaps), for reports; 0 where that cannot be read.
+size_t huge_page_bytes(const void* p, size_t bytes);
+// The same from smaps text, for [lo, hi): the AnonHugePages of every mapping that overlaps it,
+// capped at hi - lo (a mapping may reach past the range).
+size_t huge_page_bytes_in(std::istream& smaps, uintptr_t lo, uintptr_t hi);
 // How many allocate_touched calls the process has made (tests check that a pass makes none).
 uint64_t touched_allocations();
 
