@@ -63,18 +63,7 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
   po.stripe = stripe;
   po.speeds = store::measured_drive_speeds(homes);
   // Which homes hold each record, and which part of it each home holds (the whole, or its stripe).
-  std::vector<store::Part> part_on(homes.size(), store::Part{0, layout.slot_bytes});
-  std::vector<std::vector<std::vector<int>>> placement;
-  if (store::use_stripes(bank, layout.slot_bytes, po)) {
-    part_on = store::stripe_parts(layout.slot_bytes, po.speeds, homes.size());
-    std::vector<int> all;
-    for (size_t h = 0; h < homes.size(); ++h)
-      if (part_on[h].length) all.push_back(int(h));
-    placement.resize(size_t(bank.num_layers));
-    for (int l : bank.moe_layers) placement[size_t(l)].assign(size_t(bank.num_experts), all);
-  } else {
-    placement = store::place_experts(bank, layout.slot_bytes, po, nullptr);
-  }
+  const auto [placement, part_on] = store::place_records(bank, layout.slot_bytes, po, nullptr);
   for (const auto& h : homes) store::claim_home(h, id);
   store::Manifest m;
   m.model_id = id;

@@ -191,6 +191,23 @@ bool use_stripes(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptio
   return true;
 }
 
+RecordPlacement place_records(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptions& opt,
+                              const Heat* heat) {
+  RecordPlacement out;
+  out.part_on.assign(opt.homes.size(), Part{0, slot_bytes});
+  if (!use_stripes(bank, slot_bytes, opt)) {
+    out.holders = place_experts(bank, slot_bytes, opt, heat);
+    return out;
+  }
+  out.part_on = stripe_parts(slot_bytes, opt.speeds, opt.homes.size());
+  std::vector<int> all;
+  for (size_t h = 0; h < out.part_on.size(); ++h)
+    if (out.part_on[h].length) all.push_back(int(h));
+  out.holders.resize(size_t(bank.num_layers));
+  for (int l : bank.moe_layers) out.holders[size_t(l)].assign(size_t(bank.num_experts), all);
+  return out;
+}
+
 std::vector<double> measured_drive_speeds(const std::vector<Home>& homes) {
   std::vector<double> out;
   for (const Home& h : homes) {
@@ -406,20 +423,7 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
   PrepareOptions placed = opt;
   if (placed.speeds.empty()) placed.speeds = measured_drive_speeds(opt.homes);
   const size_t H = opt.homes.size();
-  // Which homes hold each record (primary first), and which part of a record each home holds: the
-  // whole record, or its stripe.
-  std::vector<std::vector<std::vector<int>>> placement;
-  std::vector<Part> part_on(H, Part{0, layout.slot_bytes});
-  if (use_stripes(bank, layout.slot_bytes, placed)) {
-    part_on = stripe_parts(layout.slot_bytes, placed.speeds, H);
-    std::vector<int> all;
-    for (size_t h = 0; h < H; ++h)
-      if (part_on[h].length) all.push_back(int(h));
-    placement.resize(size_t(bank.num_layers));
-    for (int l : bank.moe_layers) placement[size_t(l)].assign(size_t(bank.num_experts), all);
-  } else {
-    placement = place_experts(bank, layout.slot_bytes, placed, have_heat ? &heat : nullptr);
-  }
+  auto [placement, part_on] = place_records(bank, layout.slot_bytes, placed, have_heat ? &heat : nullptr);
   for (const Home& h : opt.homes) claim_home(h, id);
 
   Manifest m;

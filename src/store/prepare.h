@@ -64,6 +64,16 @@ std::vector<Part> stripe_parts(uint64_t slot_bytes, const std::vector<double>& s
 // Whether prepare stripes with these options (throws naming the conflict for Stripe::On).
 bool use_stripes(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptions& opt);
 
+// Where an install's records go: the homes that hold each (layer, expert), primary first, and the
+// part of a record each home holds (the whole record, or its stripe; length 0: none). Striped
+// when use_stripes says so (every record on every home with a part), else place_experts.
+struct RecordPlacement {
+  std::vector<std::vector<std::vector<int>>> holders;
+  std::vector<Part> part_on;
+};
+RecordPlacement place_records(const ExpertBank& bank, uint64_t slot_bytes, const PrepareOptions& opt,
+                              const Heat* heat);
+
 // `bank` is the model's (model::expert_bank_of(model_dir)); its config.json keys the identity.
 Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, const PrepareOptions& opt);
 
