@@ -15,6 +15,7 @@
 #include "runtime/speculate/make_drafter.h"
 #include "serve/chat_options.h"
 #include "store/reader.h"
+#include "store/streaming_experts.h"
 
 namespace sluice::cli {
 namespace {
@@ -55,6 +56,13 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                       "guess costs a whole read and a right one saves little, hence the high default")
           ->default_val(0.95)
           ->transform(number_in(0, 1));
+  f.prefetch_layers_opt =
+      sub->add_option("--prefetch-layers", f.engine.prefetch_layers,
+                      cat("How many layers ahead to predict and pre-read experts (1..", store::kMaxPrefetchLayers,
+                          "); guesses beyond the next layer are made and read only while the drives are idle, each "
+                          "distance earning its own precision"))
+          ->default_val(1)
+          ->transform(integer_in(1, store::kMaxPrefetchLayers));
   f.reader_opt = sub->add_option("--reader", f.engine.reader, "Expert read engine: auto, io_uring or pread")
                      ->default_val("auto")
                      ->check(one_of({"auto", "io_uring", "pread"}));
@@ -147,7 +155,8 @@ void warn_unused_model_flags(const ModelFlags& f, const runtime::Engine* engine)
     if (engine->streaming()) return;
     std::vector<std::string> names;
     for (const CLI::Option* o :
-         {f.cache_gb_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.reader_opt, f.queue_depth_opt, f.no_verify_opt})
+         {f.cache_gb_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.prefetch_layers_opt, f.reader_opt,
+          f.queue_depth_opt, f.no_verify_opt})
       if (given(o)) names.push_back(o->get_name());
     if (!names.empty())
       warn(cat(join_names(names), names.size() == 1 ? " has" : " have",

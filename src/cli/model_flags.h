@@ -30,13 +30,13 @@ struct ModelFlags {
   // The options as declared, to tell a flag given from its default.
   CLI::Option *top_k_opt = nullptr, *top_p_opt = nullptr, *seed_opt = nullptr, *draft_max_opt = nullptr,
               *draft_depth_opt = nullptr, *prefill_memory_opt = nullptr, *cache_gb_opt = nullptr,
-              *no_prefetch_opt = nullptr, *prefetch_precision_opt = nullptr, *reader_opt = nullptr, *queue_depth_opt = nullptr,
-              *no_verify_opt = nullptr, *chat_format_opt = nullptr, *reasoning_effort_opt = nullptr,
+              *no_prefetch_opt = nullptr, *prefetch_precision_opt = nullptr, *prefetch_layers_opt = nullptr,
+              *reader_opt = nullptr, *queue_depth_opt = nullptr, *no_verify_opt = nullptr, *chat_format_opt = nullptr, *reasoning_effort_opt = nullptr,
               *system_opt = nullptr, *no_think_opt = nullptr;
 };
 
-// --device, --isa, --threads, --experts, --cache-gb, --no-prefetch, --prefetch-precision, --reader,
-// --queue-depth, --no-verify, --draft, --draft-max, --draft-depth, --max-context,
+// --device, --isa, --threads, --experts, --cache-gb, --no-prefetch, --prefetch-precision,
+// --prefetch-layers, --reader, --queue-depth, --no-verify, --draft, --draft-max, --draft-depth, --max-context,
 // --prefill-chunk, --prefill-memory-gb, --no-progress.
 void add_model_flags(CLI::App* sub, ModelFlags& f);
 // --temperature, --top-p, --top-k, --seed.

@@ -92,7 +92,6 @@ void CacheModel::forward(State& state, std::span<const int32_t> tokens, const Pa
   Buf normed = d.scratch(BufType::F32, T, H);
   Buf out = d.scratch(BufType::F32, T, H);
   Buf cap = captured > 0 ? d.scratch(BufType::F32, T, captured * H) : Buf{};
-  const bool prefetch = experts_ && experts_->wants_prefetch();
   for (int64_t l = 0; l < L; ++l) {
     if (cancel_requested(opt)) throw Cancelled();
     const size_t li = size_t(l);
@@ -100,7 +99,11 @@ void CacheModel::forward(State& state, std::span<const int32_t> tokens, const Pa
     attention(st, li, base, table, opt, normed, out);
     d.add(h, out);
     if (cancel_requested(opt)) throw Cancelled();
-    if (prefetch && l + 1 < L && bank_.is_moe(int(l + 1))) predict(li + 1, h);
+    // Guesses at the routes of the next layer (and, while the drives would otherwise idle, of
+    // the ones after it) from this layer's MLP input.
+    const int ahead = experts_ ? experts_->lookahead() : 0;
+    for (int k = 1; k <= ahead; ++k)
+      if (l + k < L && bank_.is_moe(int(l + k))) predict(li + size_t(k), h, k);
     d.rmsnorm(h, dc.post_norm[li], dc.eps, normed);
     mlp(li, normed, out);
     d.add(h, out);

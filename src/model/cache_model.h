@@ -98,7 +98,7 @@ class CacheModel : public Target {
   virtual void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) = 0;
   // Called before layer `next_layer - 1`'s MLP when the provider wants prefetches and
   // `next_layer` is a MoE layer: m_in is the residual stream entering that MLP.
-  virtual void predict(size_t /*next_layer*/, const kernels::Buf& /*m_in*/) {}
+  virtual void predict(size_t /*layer*/, const kernels::Buf& /*m_in*/, int /*distance*/) {}
 
   CacheModel();
   // Checks the state's kind, reserves room for T more rows and starts a pass at its length (the

@@ -53,6 +53,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.cache_bytes = opt.cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.cache_gb * 1e9) : UINT64_MAX;
     so.prefetch = opt.prefetch;
     so.prefetch_min_precision = opt.prefetch_precision;
+    so.prefetch_layers = opt.prefetch_layers;
     so.reader.engine = opt.reader;
     so.reader.verify = opt.verify_reads;
     so.reader.queue_depth = opt.queue_depth;
@@ -113,6 +114,8 @@ nlohmann::json Engine::stats_json() const {
                   {"prefetch_issued", s.prefetch_issued},
                   {"prefetch_used", s.prefetch_used},
                   {"prefetch_cancelled", s.prefetch_cancelled},
+                  {"prefetch_further", s.prefetch_further},
+                  {"prefetch_further_used", s.prefetch_further_used},
                   {"prefetch_wasted_bytes", s.prefetch_wasted * store_->manifest().layout.slot_bytes},
                   {"prefetch_recall", s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0},
                   {"bytes_read", s.bytes_read},
@@ -144,13 +147,14 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     char line[512];
     std::snprintf(line, sizeof line,
                   "[store] reader=%s slots=%zu hit_rate=%.3f (%llu/%llu) bytes_read=%.1f MB (%.2f MB/token) "
-                  "prefetch issued=%llu used=%llu cancelled=%llu wasted=%.1f MB recall=%.3f\n",
+                  "prefetch issued=%llu used=%llu cancelled=%llu further=%llu (used %llu) wasted=%.1f MB "
+                  "recall=%.3f\n",
                   store_->reader_engine(), store_->slots(), s.requests ? double(s.hits) / double(s.requests) : 0.0,
                   (unsigned long long)s.hits, (unsigned long long)s.requests, s.bytes_read / 1e6,
                   generated_tokens ? s.bytes_read / 1e6 / double(generated_tokens) : 0.0,
                   (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
-                  (unsigned long long)s.prefetch_cancelled,
-                  double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6, s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
+                  (unsigned long long)s.prefetch_cancelled, (unsigned long long)s.prefetch_further,
+                  (unsigned long long)s.prefetch_further_used, double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6, s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
     o << line;
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",

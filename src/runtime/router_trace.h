@@ -19,8 +19,10 @@ class RouteRecorder : public store::ExpertProvider {
   void begin(int layer, std::span<const int32_t> experts) override;
   int next_ready(kernels::ExpertView* out) override { return inner_->next_ready(out); }
   void release(int layer) override { inner_->release(layer); }
-  void prefetch(int layer, std::span<const int32_t> experts) override { inner_->prefetch(layer, experts); }
-  bool wants_prefetch() const override { return inner_->wants_prefetch(); }
+  void prefetch(int layer, std::span<const int32_t> experts, int distance) override {
+    inner_->prefetch(layer, experts, distance);
+  }
+  int lookahead() const override { return inner_->lookahead(); }
   size_t max_batch() const override { return inner_->max_batch(); }
   uint64_t requests() const { return requests_; }
 

@@ -35,11 +35,13 @@ class ExpertProvider {
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
 
-  // A hint: these experts of `layer` will probably be requested soon (next-layer prediction), most
-  // likely first. Never changes what next_ready() returns.
-  virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/) {}
-  // Whether prefetch() does anything (the model skips computing predictions otherwise).
-  virtual bool wants_prefetch() const { return false; }
+  // A hint: these experts of `layer` will probably be requested soon, most likely first; the model
+  // predicted them `distance` layers before `layer` (1: from the layer just before it). Never
+  // changes what next_ready() returns.
+  virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/, int /*distance*/) {}
+  // How many layers ahead the model should predict now: 0 (no prefetch: the model computes no
+  // predictions), 1 (the next layer), or more (while the drives would otherwise idle).
+  virtual int lookahead() const { return 0; }
   // The most experts one begin() may name (a RAM budget); the model splits a pass's union
   // into groups of this size, so each expert is still read once per pass.
   virtual size_t max_batch() const { return SIZE_MAX; }

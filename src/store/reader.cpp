@@ -272,6 +272,14 @@ double ExpertReader::total_bandwidth() const {
   return bw;
 }
 
+bool ExpertReader::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!queue_.empty()) return false;
+  for (int n : inflight_)
+    if (n > 0) return false;
+  return true;
+}
+
 int ExpertReader::pick_holder(Job& j) {
   const Record& r = records_.at(j.record);
   const auto& holders = m_.of(r.layer, r.expert);

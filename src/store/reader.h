@@ -82,6 +82,8 @@ class ExpertReader {
   std::vector<HomeStats> stats() const;
   // Current read bandwidth of all healthy homes together (bytes/s), from the per-read estimates.
   double total_bandwidth() const;
+  // Whether no read is queued or in flight on any home: the drives idle now.
+  bool idle() const;
   const char* engine() const { return uring_ ? (registered_ ? "io_uring+fixed" : "io_uring") : "pread"; }
   // Registers [base, base+bytes) (the cache arena) with io_uring so reads into it use fixed
   // buffers (no per-read page pinning). Returns false when the kernel refuses (for example a low

@@ -32,7 +32,7 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   uint64_t bank_experts = 0;
   for (const auto& layer : m_.holders) bank_experts += layer.size();
   n = std::max<size_t>(1, std::min<size_t>(n, size_t(bank_experts)));
-  // Half the slots are reserved for the next layer's prefetch when prefetch is on.
+  // Half the slots are reserved for prefetch when it is on.
   max_batch_ = opt_.prefetch ? std::max<size_t>(1, n / 2) : n;
   try {
     arena_ = allocate_touched(n * slot, ExpertLayout::kAlign);
@@ -41,9 +41,11 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   }
   slots_.resize(n);
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
-  predicted_.resize(size_t(m_.num_layers));
+  if (opt_.prefetch_layers < 1 || opt_.prefetch_layers > kMaxPrefetchLayers)
+    fail("--prefetch-layers ", opt_.prefetch_layers, " is outside 1..", kMaxPrefetchLayers);
+  predicted_.resize(size_t(kMaxPrefetchLayers * m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
-  precision_.assign(size_t(m_.num_layers) * kMaxRanks, 0.0);
+  precision_.assign(size_t(kMaxPrefetchLayers * m_.num_layers) * kMaxRanks, 0.0);
   if (!(opt_.prefetch_min_precision >= 0 && opt_.prefetch_min_precision <= 1))
     fail("prefetch precision ", opt_.prefetch_min_precision, " is outside 0..1");
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
@@ -132,6 +134,7 @@ void StreamingExperts::assign(int slot, int layer, int expert) {
   if (s.layer >= 0) where_[size_t(s.layer * m_.num_experts + s.expert)] = -1;
   if (s.unused) counters_.prefetch_wasted += 1;
   s.unused = false;
+  s.further = false;
   s.layer = layer;
   s.expert = expert;
   s.last_use = tick_;
@@ -145,19 +148,23 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
   ++tick_;
   heat_.record(layer, experts.data(), experts.size());
-  // Recall of the last prediction for this layer, and each of its ranks' precision (the request is
-  // ascending and the prediction holds each expert once).
-  auto& ranked = predicted_[size_t(layer)];
-  if (!ranked.empty()) {
-    double* prec = &precision_[size_t(layer) * kMaxRanks];
+  // Each distance's last prediction for this layer: each of its ranks' precision, and the next
+  // layer's recall (the request is ascending and a prediction holds each expert once).
+  for (int d = 0; d < kMaxPrefetchLayers; ++d) {
+    const size_t at = size_t(d * m_.num_layers + layer);
+    auto& ranked = predicted_[at];
+    if (ranked.empty()) continue;
+    double* prec = &precision_[at * kMaxRanks];
     size_t right = 0;
     for (size_t r = 0; r < ranked.size(); ++r) {
       const bool hit = std::binary_search(experts.begin(), experts.end(), ranked[r]);
       right += hit;
       if (r < kMaxRanks) prec[r] = 0.8 * prec[r] + 0.2 * (hit ? 1.0 : 0.0);
     }
-    counters_.predicted_correct += right;
-    counters_.actual_total += experts.size();
+    if (d == 0) {
+      counters_.predicted_correct += right;
+      counters_.actual_total += experts.size();
+    }
     ranked.clear();
   }
   // Unclaimed prefetches of this layer were wrong guesses: reads no drive has started are dropped,
@@ -181,6 +188,7 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
       sl.last_use = tick_;
       if (sl.prefetched) {
         counters_.prefetch_used += 1;
+        counters_.prefetch_further_used += sl.further;
         sl.prefetched = false;
       }
       sl.unused = false;
@@ -319,13 +327,26 @@ void StreamingExperts::release(int) {
   handed_count_ = 0;
 }
 
-void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
+int StreamingExperts::lookahead() const {
+  if (!opt_.prefetch) return 0;
+  // Beyond the next layer only while the drives idle: those guesses get drive time nothing else
+  // wants (demand reads still queue ahead of them, and prefetches never fill a home's queue).
+  return opt_.prefetch_layers > 1 && reader_->idle() ? opt_.prefetch_layers : 1;
+}
+
+void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int distance) {
   if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty()) return;
-  predicted_[size_t(layer)].assign(experts.begin(), experts.end());
-  counters_.predicted_total += experts.size();
+  if (distance < 1 || distance > opt_.prefetch_layers) return;
+  const size_t at = size_t((distance - 1) * m_.num_layers + layer);
+  predicted_[at].assign(experts.begin(), experts.end());
+  if (distance == 1) counters_.predicted_total += experts.size();
+  // A guess beyond the next layer is read only while the drives idle (it is still scored): the
+  // model asked for it while they did, but the nearer guesses handed over since may have started
+  // reads.
+  if (distance > 1 && !reader_->idle()) return;
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
-  const double* prec = &precision_[size_t(layer) * kMaxRanks];
+  const double* prec = &precision_[at * kMaxRanks];
   const double need = opt_.prefetch_min_precision;
   for (size_t r = 0; r < experts.size(); ++r) {
     const int32_t e = experts[r];
@@ -342,8 +363,10 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts) {
     Slot& sl = slots_[size_t(s)];
     sl.prefetched = true;
     sl.unused = true;
+    sl.further = distance > 1;
     sl.ticket = reader_->submit(layer, e, data(s), /*urgent=*/false);
     counters_.prefetch_issued += 1;
+    counters_.prefetch_further += distance > 1;
     counters_.bytes_read += m_.layout.slot_bytes;
     counters_.reads_by_layer[size_t(layer)] += 1;
     --budget;

@@ -1,7 +1,8 @@
 // The streaming ExpertProvider: routed experts live on drives (homes) and pass through one RAM
 // arena of fixed-size slots with a byte budget, allocated and touched at load. Misses of a
 // request are read together (read-once per pass: the model asks for a pass's union once);
-// prefetch() starts reads for predicted experts of the next layer; eviction prefers experts
+// prefetch() starts reads for predicted experts of the next layer (and, while the drives would
+// otherwise idle, of the layers after it, up to StreamOptions::prefetch_layers); eviction prefers experts
 // that are neither recent nor hot (decayed usage counts that persist across runs).
 #pragma once
 #include <cstdint>
@@ -18,6 +19,9 @@
 
 namespace sluice::store {
 
+// The most layers ahead StreamOptions::prefetch_layers may reach (the reference system read 4).
+inline constexpr int kMaxPrefetchLayers = 4;
+
 // The machine's physical memory (sysconf), or 0 when unknown.
 uint64_t physical_memory_bytes();
 
@@ -30,6 +34,11 @@ struct StreamOptions {
   // Read ahead only the predictions whose confidence rank (in their layer) was right at least this
   // often lately (an EWMA that starts at 0: a rank earns it). 0 reads every prediction.
   double prefetch_min_precision = 0.95;
+  // How many layers ahead the model predicts and these read: 1 (the next layer) to
+  // kMaxPrefetchLayers. Guesses at the layers after the next are made, and read, only while no
+  // read is queued or in flight (drive time nothing else wants); each distance earns its own
+  // precision per rank.
+  int prefetch_layers = 1;
   std::string heat_file;  // loaded at start, saved by save_heat(); empty = none
   // Fetches experts whose holders are not local yet (streamed installs); null = all must be local.
   std::shared_ptr<ExpertSource> source;
@@ -42,7 +51,10 @@ struct StoreCounters {
   // cost no bytes), and prefetched experts evicted without ever being asked for (bytes read for
   // nothing: prefetch_wasted × the record size).
   uint64_t prefetch_cancelled = 0, prefetch_wasted = 0;
-  uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // for recall
+  // Prefetch reads of guesses two or more layers ahead (among prefetch_issued), and how many of
+  // those experts were asked for.
+  uint64_t prefetch_further = 0, prefetch_further_used = 0;
+  uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // next-layer recall
   uint64_t bytes_read = 0;
   uint64_t fetched = 0;  // experts fetched from the source on first use (streamed installs)
   std::vector<uint64_t> reads_by_layer;  // demand + prefetch reads per layer
@@ -56,8 +68,8 @@ class StreamingExperts : public ExpertProvider {
   void begin(int layer, std::span<const int32_t> experts) override;
   int next_ready(kernels::ExpertView* out) override;
   void release(int layer) override;
-  void prefetch(int layer, std::span<const int32_t> experts) override;
-  bool wants_prefetch() const override { return opt_.prefetch; }
+  void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
+  int lookahead() const override;
   size_t max_batch() const override { return max_batch_; }
 
   const StoreCounters& counters() const { return counters_; }
@@ -77,6 +89,7 @@ class StreamingExperts : public ExpertProvider {
     uint64_t ticket = 0;     // read in flight (0 = none)
     bool prefetched = false;  // filled by prefetch and not yet claimed
     bool unused = false;      // read by prefetch and never asked for since (wasted if evicted so)
+    bool further = false;     // prefetched from two or more layers ahead
     uint64_t last_use = 0;
   };
   int find(int layer, int expert) const;
@@ -104,15 +117,16 @@ class StreamingExperts : public ExpertProvider {
   std::vector<size_t> to_fetch_, ticket_index_;
   std::vector<uint64_t> tickets_;
   size_t handed_count_ = 0;
-  std::vector<std::vector<int32_t>> predicted_;  // per layer, last prediction in confidence order
-  // Precision by layer and confidence rank: an EWMA of "the expert predicted at rank r was asked
+  // Per (distance - 1, layer): the last prediction, in confidence order.
+  std::vector<std::vector<int32_t>> predicted_;
+  // Precision by distance, layer and confidence rank: an EWMA of "the expert predicted at rank r was asked
   // for". When the drives are the bottleneck a right guess saves no bandwidth (the expert would
   // have been read anyway, only later) and moves a read into the little time the drives would idle
   // during compute, while a wrong guess costs a whole read: guessing pays only when it is nearly
   // always right. So rank r of a layer is read ahead only while its precision is at least
   // StreamOptions::prefetch_min_precision (predictions are scored whether read or not).
   static constexpr size_t kMaxRanks = 64;
-  std::vector<double> precision_;  // [layer][rank], kMaxRanks per layer
+  std::vector<double> precision_;  // [distance - 1][layer][rank], kMaxRanks per layer
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
   Heat heat_;

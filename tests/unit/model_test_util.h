@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "model/tiny_checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "store/expert_provider.h"
 #include "store/prepare.h"
 
 namespace sluice::testing {
@@ -114,6 +116,35 @@ inline StreamedTiny streamed_tiny(const TempDir& dir, std::span<const int32_t> p
   }
   t.engine = streamed_engine(dir, dir / "m", 12 * 4096 * 3 / 1e9);  // a handful of slots: every verify pass streams
   return t;
+}
+
+// A provider that serves another's experts, asks the model for guesses two layers ahead
+// (lookahead 2) and records which (layer, distance) guesses it was handed, reading none.
+class AskTwoLayersAhead : public store::ExpertProvider {
+ public:
+  explicit AskTwoLayersAhead(store::ExpertProvider* inner) : inner_(inner) {}
+  void begin(int layer, std::span<const int32_t> experts) override { inner_->begin(layer, experts); }
+  int next_ready(kernels::ExpertView* out) override { return inner_->next_ready(out); }
+  void release(int layer) override { inner_->release(layer); }
+  size_t max_batch() const override { return inner_->max_batch(); }
+  void prefetch(int layer, std::span<const int32_t> experts, int distance) override {
+    if (!experts.empty()) handed.insert({layer, distance});
+  }
+  int lookahead() const override { return 2; }
+  std::set<std::pair<int, int>> handed;
+
+ private:
+  store::ExpertProvider* inner_;
+};
+
+// The (layer, distance) guesses a pass should hand over with lookahead 2: every MoE layer from
+// the layer before it and from the one before that, where those exist.
+inline std::set<std::pair<int, int>> guesses_two_layers_ahead(const std::vector<int>& moe_layers) {
+  std::set<std::pair<int, int>> want;
+  for (int l : moe_layers)
+    for (int d : {1, 2})
+      if (l - d >= 0) want.insert({l, d});
+  return want;
 }
 
 }  // namespace sluice::testing

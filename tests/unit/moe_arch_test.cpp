@@ -116,12 +116,15 @@ TEST_P(MoeArch, StreamedFromTwoHomesThroughATinyCacheEqualsResident) {
   popt.homes = {store::parse_home_spec(tmp / "home0"), store::parse_home_spec(tmp / "home1")};
   popt.measure = false;
   store::prepare_experts(model, bank, popt);
-  auto engine = [&](const std::string& experts, double cache_gb, bool prefetch) {
+  auto engine = [&](const std::string& experts, double cache_gb, bool prefetch, int layers = 1) {
     runtime::EngineOptions o;
     o.model_dir = model;
     o.experts = experts;
     o.cache_gb = cache_gb;
     o.prefetch = prefetch;
+    o.prefetch_layers = layers;
+    // Two layers ahead: read every guess (a random router's never earn the default precision).
+    if (layers > 1) o.prefetch_precision = 0;
     return runtime::Engine::load(o);
   };
   auto resident = engine("resident", 1, false);
@@ -133,9 +136,9 @@ TEST_P(MoeArch, StreamedFromTwoHomesThroughATinyCacheEqualsResident) {
       runtime::generate_greedy(resident->model(), *st, prompt, {.max_new = 10, .stop_at_eos = false}).generated;
   // Fewer slots than one layer's experts: every layer evicts.
   const double tiny = double(bank.layout.slot_bytes) * double(std::max<int64_t>(2, bank.num_experts / 3)) / 1e9;
-  for (bool prefetch : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "prefetch " << prefetch);
-    auto e = engine("stream", tiny, prefetch);
+  for (int layers : {0, 1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "prefetch layers " << layers);
+    auto e = engine("stream", tiny, layers > 0, std::max(layers, 1));
     ASSERT_TRUE(e->streaming());
     EXPECT_EQ(all_logits(e->model(), prompt), ref);
     auto st2 = e->model().new_state();
@@ -143,6 +146,22 @@ TEST_P(MoeArch, StreamedFromTwoHomesThroughATinyCacheEqualsResident) {
               ref_tokens);
     EXPECT_GT(e->store()->counters().misses, 0);
   }
+}
+
+// With a provider that asks for them, the model hands over guesses at the next layer's routes and
+// the one after's, for every MoE layer that has such layers before it, and its logits do not move.
+TEST_P(MoeArch, HandsGuessesTwoLayersAheadWhenTheProviderAsks) {
+  auto m = model::load_target(dir());
+  const auto prompt = prompt_of(6, m->info().vocab_size);
+  const auto ref = all_logits(*m, prompt);
+  store::ExpertProvider* resident = m->expert_provider();
+  ASSERT_NE(resident, nullptr);
+  testing::AskTwoLayersAhead ask(resident);
+  m->set_expert_provider(&ask);
+  const auto got = all_logits(*m, prompt);
+  m->set_expert_provider(resident);
+  EXPECT_EQ(got, ref);
+  EXPECT_EQ(ask.handed, testing::guesses_two_layers_ahead(m->expert_bank()->moe_layers));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MoeArch, ::testing::ValuesIn(kFixtures),

@@ -238,7 +238,7 @@ TEST_F(StoreTest, PrefetchReadsOnlyRanksThatEarnedIt) {
     const int32_t x = 4 + step;
     const int32_t guess[] = {x, b};
     const int32_t asked[] = {c, x};  // ascending, as the model asks
-    s.prefetch(1, guess);
+    s.prefetch(1, guess, 1);
     s.begin(1, asked);
     kernels::ExpertView v;
     while (s.next_ready(&v) >= 0) {
@@ -252,9 +252,113 @@ TEST_F(StoreTest, PrefetchReadsOnlyRanksThatEarnedIt) {
   all.prefetch_min_precision = 0;
   store::StreamingExperts s2(prepare(1), all);
   const int32_t guess[] = {5, b};
-  s2.prefetch(1, guess);
+  s2.prefetch(1, guess, 1);
   EXPECT_EQ(s2.counters().prefetch_issued, 2u);
   EXPECT_EQ(s2.counters().prefetch_suppressed, 0u);
+}
+
+// Guesses two layers ahead earn their own precision, and are read only while the drives idle.
+// Step i hands layer 1 a guess one layer ahead that is never right ([b, 3]) and one two layers
+// ahead whose rank 0 always is ([x_i, b]), then asks for [c, x_i]: only the two-layer guesses are
+// read, from step 9 on (rank 0's EWMA, from 0 with weight 0.2, passes 0.85 after 9 steps).
+TEST_F(StoreTest, GuessesTwoLayersAheadEarnTheirOwnPrecisionAndWaitForIdleDrives) {
+  store::StreamOptions so;
+  so.cache_bytes = slot_bytes() * 20;
+  so.prefetch_min_precision = 0.85;
+  so.prefetch_layers = 2;
+  so.reader.engine = "pread";
+  store::StreamingExperts s(prepare(1), so);
+  EXPECT_EQ(s.lookahead(), 2);  // no read queued or in flight
+  const int32_t b = 2, c = 1;
+  for (int step = 0; step < 16; ++step) {
+    const int32_t x = 4 + step;
+    const int32_t near[] = {b, 3}, far[] = {x, b};
+    const int32_t asked[] = {c, x};  // ascending, as the model asks
+    s.prefetch(1, far, 2);
+    s.prefetch(1, near, 1);
+    s.begin(1, asked);
+    kernels::ExpertView v;
+    while (s.next_ready(&v) >= 0) {
+    }
+    s.release(1);
+  }
+  const auto& k = s.counters();
+  EXPECT_EQ(k.prefetch_further, 7u);
+  EXPECT_EQ(k.prefetch_further_used, 7u);
+  EXPECT_EQ(k.prefetch_issued, 7u);  // the one-layer guesses never earned a read
+  EXPECT_EQ(k.prefetch_used, 7u);
+  EXPECT_EQ(k.prefetch_suppressed, 2u * 16u + 16u + 9u);
+  EXPECT_EQ(k.predicted_total, 2u * 16u);  // next-layer recall counts the one-layer guesses only
+  EXPECT_EQ(k.predicted_correct, 0u);
+
+  // While a read is in flight the model is asked for the next layer only, and a guess two layers
+  // ahead handed over anyway is not read; once the drives idle again, two layers.
+  store::StreamOptions all = so;
+  all.prefetch_min_precision = 0;
+  store::StreamingExperts s2(prepare(1), all);
+  s2.set_home_delay(0, 0.3);
+  const int32_t one[] = {5}, other[] = {6};
+  s2.prefetch(1, one, 1);
+  EXPECT_EQ(s2.lookahead(), 1);
+  s2.prefetch(2, other, 2);
+  EXPECT_EQ(s2.counters().prefetch_issued, 1u);
+  EXPECT_EQ(s2.counters().prefetch_further, 0u);
+  for (int i = 0; i < 300 && s2.lookahead() != 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(s2.lookahead(), 2);
+  s2.prefetch(2, other, 2);
+  EXPECT_EQ(s2.counters().prefetch_further, 1u);
+
+  // One layer ahead only, or none: farther guesses are never asked for, nor read if handed over.
+  store::StreamOptions one_layer = all;
+  one_layer.prefetch_layers = 1;
+  store::StreamingExperts s3(prepare(1), one_layer);
+  EXPECT_EQ(s3.lookahead(), 1);
+  s3.prefetch(2, other, 2);
+  EXPECT_EQ(s3.counters().prefetch_issued, 0u);
+  store::StreamOptions off = all;
+  off.prefetch = false;
+  EXPECT_EQ(store::StreamingExperts(prepare(1), off).lookahead(), 0);
+  store::StreamOptions bad = all;
+  bad.prefetch_layers = store::kMaxPrefetchLayers + 1;
+  EXPECT_NE(testing::error_of([&] { store::StreamingExperts x(prepare(1), bad); }).find("--prefetch-layers 5 is outside 1..4"),
+            std::string::npos);
+}
+
+// Kimi's layer loop hands over guesses two layers ahead when the provider asks, without moving a
+// logit; streamed with them (every guess read), runs stay bit-identical to the all-in-RAM one.
+TEST_F(StoreTest, GuessesTwoLayersAheadChangeNothingButTheReads) {
+  auto prompt = prompt_ids(8);
+  const Outcome ref = resident_run(prompt, 8);
+  {
+    auto e = engine("resident", 1, false);
+    auto& m = e->model();
+    store::ExpertProvider* resident = m.expert_provider();
+    testing::AskTwoLayersAhead ask(resident);
+    m.set_expert_provider(&ask);
+    std::vector<float> logits(size_t(m.info().vocab_size));
+    auto st = m.new_state();
+    m.forward(*st, prompt, model::PassOptions{}, logits.data());
+    m.set_expert_provider(resident);
+    EXPECT_EQ(ask.handed, testing::guesses_two_layers_ahead(m.expert_bank()->moe_layers));
+  }
+  prepare(2);
+  const double tiny = double(slot_bytes()) * 9 / 1e9;
+  for (double cache : {tiny, 0.01}) {
+    SCOPED_TRACE(::testing::Message() << "cache " << cache << " GB");
+    runtime::EngineOptions o;
+    o.model_dir = model_dir();
+    o.experts = "stream";
+    o.cache_gb = cache;
+    o.prefetch_precision = 0;
+    o.prefetch_layers = 2;
+    auto e = runtime::Engine::load(o);
+    Outcome got = run_engine(*e, prompt, 8);
+    EXPECT_EQ(got.logits, ref.logits);
+    EXPECT_EQ(got.tokens, ref.tokens);
+    const auto& k = e->store()->counters();
+    EXPECT_LE(k.prefetch_further, k.prefetch_issued);
+    EXPECT_LE(k.prefetch_further_used, k.prefetch_further);
+  }
 }
 
 TEST_F(StoreTest, PrefillReadsEachRoutedExpertOncePerLayerPerPass) {

@@ -144,9 +144,10 @@ void DeepSeekModel::mlp(size_t l, const Buf& x, Buf out) {
   else mlp_forward(*dev_, w.dense, {.kind = kernels::ActKind::SiLU}, x, out);
 }
 
-void DeepSeekModel::predict(size_t next, const Buf& m_in) {
-  const DeepSeekLayerWeights& w = weights_.layers[next];
-  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(next), m_in, moe_host_);
+void DeepSeekModel::predict(size_t layer, const Buf& m_in, int distance) {
+  const DeepSeekLayerWeights& w = weights_.layers[layer];
+  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(layer), m_in, moe_host_,
+              distance);
 }
 
 int64_t DeepSeekModel::pass_bytes_per_row(bool) const {

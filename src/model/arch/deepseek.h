@@ -54,7 +54,7 @@ class DeepSeekModel final : public CacheModel {
   void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
                  const kernels::Buf& x, kernels::Buf out) override;
   void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
-  void predict(size_t next_layer, const kernels::Buf& m_in) override;
+  void predict(size_t layer, const kernels::Buf& m_in, int distance) override;
 
   format::DeepSeekConfig config_;
   format::TensorSet tensors_;

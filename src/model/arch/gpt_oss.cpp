@@ -124,9 +124,10 @@ void GptOssModel::mlp(size_t l, const Buf& x, Buf out) {
   moe_forward(*dev_, moe_spec_, weights_.layers[l].moe, *experts_, int(l), x, out, moe_host_, &counters_);
 }
 
-void GptOssModel::predict(size_t next, const Buf& m_in) {
-  const GptOssLayerWeights& w = weights_.layers[next];
-  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(next), m_in, moe_host_);
+void GptOssModel::predict(size_t layer, const Buf& m_in, int distance) {
+  const GptOssLayerWeights& w = weights_.layers[layer];
+  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(layer), m_in, moe_host_,
+              distance);
 }
 
 int64_t GptOssModel::pass_bytes_per_row(bool) const {

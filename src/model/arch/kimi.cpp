@@ -284,9 +284,13 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
       m_in = h;
     }
     d.rmsnorm(m_in, lw.post_norm.v, c.rms_norm_eps, normed);
-    if (experts_ && experts_->wants_prefetch() && l + 1 < c.num_layers && c.mlp[size_t(l + 1)] == MlpKind::MoE) {
-      const KimiLayerWeights& next = weights_.layers[size_t(l + 1)];
-      moe_predict(d, moe_spec_, next.moe, next.post_norm, c.rms_norm_eps, *experts_, int(l + 1), m_in, moe_host_);
+    // Guesses at the routes of the next layer (and, while the drives would otherwise idle, of the
+    // ones after it) from this layer's MLP input.
+    const int ahead = experts_ ? experts_->lookahead() : 0;
+    for (int k = 1; k <= ahead; ++k) {
+      if (l + k >= c.num_layers || c.mlp[size_t(l + k)] != MlpKind::MoE) continue;
+      const KimiLayerWeights& next = weights_.layers[size_t(l + k)];
+      moe_predict(d, moe_spec_, next.moe, next.post_norm, c.rms_norm_eps, *experts_, int(l + k), m_in, moe_host_, k);
     }
     if (lw.mlp_kind == MlpKind::Dense) {
       mlp_forward(d, lw.dense, act_, normed, mlp_out);

@@ -127,7 +127,7 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
 }
 
 void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
-                 store::ExpertProvider& experts, int layer, const Buf& m_in, MoeHost& host) {
+                 store::ExpertProvider& experts, int layer, const Buf& m_in, MoeHost& host, int distance) {
   kernels::ScratchScope scope(d);
   const int64_t T = m_in.rows, E = s.router.experts, k = s.router.top_k;
   host.reserve(E, T * k);
@@ -156,7 +156,7 @@ void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, cons
     return va > vb || (va == vb && (ra < rb || (ra == rb && a < b)));
   });
   if (host.chosen.size() > experts.max_batch()) host.chosen.resize(experts.max_batch());
-  experts.prefetch(layer, host.chosen);
+  experts.prefetch(layer, host.chosen, distance);
 }
 
 }  // namespace sluice::model

@@ -47,11 +47,11 @@ struct MoeHost {
 void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
                  const kernels::Buf& x, kernels::Buf out, MoeHost& host, TargetCounters* counters);
 
-// Layer `layer`'s own norm and router applied to the previous layer's MLP input m_in: a guess at its
-// routes, handed to the provider as a prefetch in confidence order (most rows first, then the best
-// rank any row gave it, then the lower id; capped at what the provider holds at once); the real
-// router decides at that layer.
+// Layer `layer`'s own norm and router applied to the MLP input m_in of the layer `distance` layers
+// before it: a guess at its routes, handed to the provider as a prefetch in confidence order (most
+// rows first, then the best rank any row gave it, then the lower id; capped at what the provider
+// holds at once); the real router decides at that layer.
 void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
-                 store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host);
+                 store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host, int distance);
 
 }  // namespace sluice::model
