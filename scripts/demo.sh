@@ -29,6 +29,12 @@ done
 if [ "$changed" = 1 ]; then
   rm -rf "$home" "$model/sluice-manifest.json"
 fi
+# A copy packed by an older sluice: migrate its manifest as a user would (`sluice upgrade`, a
+# no-op when it is current), or pack it again where that fails.
+if [ -f "$model/sluice-manifest.json" ] && ! "$sluice" upgrade --model "$model" >/dev/null 2>&1; then
+  echo "demo: the packed copy's manifest could not be upgraded; packing again"
+  rm -rf "$home" "$model/sluice-manifest.json"
+fi
 if [ ! -f "$model/sluice-manifest.json" ]; then
   echo "demo: packing the default target's routed experts (8 layers x 64 experts, MXFP4) onto the home $home"
   "$sluice" prepare --model "$model" --home "$home" >/dev/null
