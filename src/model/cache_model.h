@@ -96,8 +96,8 @@ class CacheModel : public Target {
                          const PassOptions& opt, const kernels::Buf& x, kernels::Buf out) = 0;
   // Layer `layer`'s dense MLP or MoE of x into out.
   virtual void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) = 0;
-  // Called before layer `next_layer - 1`'s MLP when the provider wants prefetches and
-  // `next_layer` is a MoE layer: m_in is the residual stream entering that MLP.
+  // Called before layer `layer - distance`'s MLP when the provider's lookahead() reaches
+  // `distance` and `layer` is a MoE layer: m_in is the residual stream entering that MLP.
   virtual void predict(size_t /*layer*/, const kernels::Buf& /*m_in*/, int /*distance*/) {}
 
   CacheModel();

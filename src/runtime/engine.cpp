@@ -154,7 +154,9 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
                   generated_tokens ? s.bytes_read / 1e6 / double(generated_tokens) : 0.0,
                   (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
                   (unsigned long long)s.prefetch_cancelled, (unsigned long long)s.prefetch_further,
-                  (unsigned long long)s.prefetch_further_used, double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6, s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
+                  (unsigned long long)s.prefetch_further_used,
+                  double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6,
+                  s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
     o << line;
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",

@@ -43,9 +43,9 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
   if (opt_.prefetch_layers < 1 || opt_.prefetch_layers > kMaxPrefetchLayers)
     fail("--prefetch-layers ", opt_.prefetch_layers, " is outside 1..", kMaxPrefetchLayers);
-  predicted_.resize(size_t(kMaxPrefetchLayers * m_.num_layers));
+  predicted_.resize(size_t(opt_.prefetch_layers * m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
-  precision_.assign(size_t(kMaxPrefetchLayers * m_.num_layers) * kMaxRanks, 0.0);
+  precision_.assign(size_t(opt_.prefetch_layers * m_.num_layers) * kMaxRanks, 0.0);
   if (!(opt_.prefetch_min_precision >= 0 && opt_.prefetch_min_precision <= 1))
     fail("prefetch precision ", opt_.prefetch_min_precision, " is outside 0..1");
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
@@ -150,7 +150,7 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   heat_.record(layer, experts.data(), experts.size());
   // Each distance's last prediction for this layer: each of its ranks' precision, and the next
   // layer's recall (the request is ascending and a prediction holds each expert once).
-  for (int d = 0; d < kMaxPrefetchLayers; ++d) {
+  for (int d = 0; d < opt_.prefetch_layers; ++d) {
     const size_t at = size_t(d * m_.num_layers + layer);
     auto& ranked = predicted_[at];
     if (ranked.empty()) continue;

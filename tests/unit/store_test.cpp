@@ -320,7 +320,8 @@ TEST_F(StoreTest, GuessesTwoLayersAheadEarnTheirOwnPrecisionAndWaitForIdleDrives
   EXPECT_EQ(store::StreamingExperts(prepare(1), off).lookahead(), 0);
   store::StreamOptions bad = all;
   bad.prefetch_layers = store::kMaxPrefetchLayers + 1;
-  EXPECT_NE(testing::error_of([&] { store::StreamingExperts x(prepare(1), bad); }).find("--prefetch-layers 5 is outside 1..4"),
+  EXPECT_NE(testing::error_of([&] { store::StreamingExperts x(prepare(1), bad); })
+                .find("--prefetch-layers 5 is outside 1..4"),
             std::string::npos);
 }
 
