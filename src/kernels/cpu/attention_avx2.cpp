@@ -6,8 +6,9 @@
 
 namespace sluice::kernels {
 
-void tile_dots_avx2(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
-  simd::tile_dots<avx2::Avx2Lanes>(qT, x, ldx, count, n, out);
+void tile_scores_avx2(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                      float scale, float* out) {
+  simd::tile_scores<avx2::Avx2Lanes>(qT, lat, kvr, kpe, rope, count, scale, out);
 }
 
 void context_rows_avx2(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,

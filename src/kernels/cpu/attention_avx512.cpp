@@ -11,8 +11,9 @@
 
 namespace sluice::kernels {
 
-void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
-  simd::tile_dots<avx512::Avx512Lanes>(qT, x, ldx, count, n, out);
+void tile_scores_avx512(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                        float scale, float* out) {
+  simd::tile_scores<avx512::Avx512Lanes>(qT, lat, kvr, kpe, rope, count, scale, out);
 }
 
 // Softmax of each row over its n[r] positions: the max (a NaN never replaces it, as in the scalar

@@ -186,7 +186,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const float scale = s.scale;
   const bool causal = s.causal;
   const ContextRowsFn context = isa().context_rows;
-  const TileDotsFn dots = isa().tile_dots;
+  const TileScoresFn scores = isa().tile_scores;
   const TileSoftmaxFn softmax_tile = isa().tile_softmax;
   ThreadPool::global().parallel_for(slots, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -246,14 +246,9 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         }
         // Scores: for each position, the tile's 16 dots side by side (lanes never mix); rows
         // that do not see a position get a score there that nothing reads.
-        for (int64_t p = 0; p < n_hi; p += kTileDotsMax) {
-          const int64_t count = std::min(kTileDotsMax, n_hi - p);
-          float a[kTileDotsMax][kTile], b[kTileDotsMax][kTile];
-          dots(qT, lat + p * kvr, kvr, count, kvr, a[0]);
-          dots(qT + kvr * kTile, kpe + p * rope, rope, count, rope, b[0]);
-          for (int64_t k = 0; k < count; ++k)
-            for (int64_t r = 0; r < kTile; ++r) sT[(p + k) * kTile + r] = (a[k][r] + b[k][r]) * scale;
-        }
+        for (int64_t p = 0; p < n_hi; p += kTileScoresMax)
+          scores(qT, lat + p * kvr, kvr, kpe + p * rope, rope, std::min(kTileScoresMax, n_hi - p), scale,
+                 sT + p * kTile);
         softmax_tile(sT, n);
         // Contexts, in position order per row, a block of latent rows at a time.
         std::fill(ctx, ctx + kTile * kvr, 0.0f);
@@ -402,8 +397,10 @@ void context_rows_v4(float* ctx, int64_t ldc, const float* s, int64_t stride, co
   for (int64_t r = 0; r < rows; ++r) context_row_v4(ctx + r * ldc, s + r, stride, lat, kvr, p0, p1);
 }
 
-// The tile's scores two positions at a time (tile_dots2); an odd last position is computed twice
-// and kept once.
+namespace {
+
+// The tile's dot sums two positions at a time (tile_dots2); an odd last position is computed
+// twice and kept once.
 void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
   for (int64_t k = 0; k < count; k += 2) {
     float a[kTile] = {}, b[kTile] = {};
@@ -412,6 +409,16 @@ void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, i
     std::copy(a, a + kTile, out + k * kTile);
     if (k2 > k) std::copy(b, b + kTile, out + k2 * kTile);
   }
+}
+
+}  // namespace
+
+void tile_scores_v4(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                    float scale, float* out) {
+  float b[kTileScoresMax * kTile];
+  tile_dots_v4(qT, lat, kvr, count, kvr, out);
+  tile_dots_v4(qT + kvr * kTile, kpe, rope, count, rope, b);
+  for (int64_t k = 0; k < count * kTile; ++k) out[k] = (out[k] + b[k]) * scale;
 }
 
 // ops.cpp's softmax of every row of a tile at once, over scores stored position-major

@@ -23,12 +23,13 @@ using MatmulFn = void (*)(const Weight& w, const float* x, int64_t ldx, int64_t 
 using ContextRowsFn = void (*)(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat,
                                int64_t kvr, int64_t p0, int64_t p1, int64_t rows);
 // The absorbed attention's tiles of 16 query rows (cpu_attention.cpp). Scores of `count` <= 8
-// positions: out[k·16 + r] = Σ_{i<n} qT[i·16 + r]·x[k·ldx + i], each sum from 0 in order of i with
-// every product rounded. Softmax of every row of a tile over scores stored position-major
-// (sT[p·16 + r]), row r seeing n[r] positions, n[0] <= n[r] (ops.cpp's softmax per row). Both give the
-// same bits on every ISA.
-inline constexpr int64_t kAttnTile = 16, kTileDotsMax = 8;
-using TileDotsFn = void (*)(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
+// positions: out[k·16 + r] = (Σ_{i<kvr} qT[i·16 + r]·lat[k·kvr + i] + Σ_{i<rope} qT[(kvr + i)·16 + r]·
+// kpe[k·rope + i])·scale, each sum from 0 in order of i with every product rounded. Softmax of every
+// row of a tile over scores stored position-major (sT[p·16 + r]), row r seeing n[r] positions,
+// n[0] <= n[r] (ops.cpp's softmax per row). Both give the same bits on every ISA.
+inline constexpr int64_t kAttnTile = 16, kTileScoresMax = 8;
+using TileScoresFn = void (*)(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope,
+                              int64_t count, float scale, float* out);
 using TileSoftmaxFn = void (*)(float* sT, const int64_t* n);
 // One delta-rule step of one KDA head (cpu_kda.cpp): S ← Diag(e^g)·S_in; δ = β(v − Sᵀk);
 // S ← S + kδᵀ; o = Sᵀq (q null: no output). Every column's sums run over the key channels in order:
@@ -50,7 +51,7 @@ struct Isa {
   MatmulFn matmul_fp8;   // FP8 e4m3 with 128x128 F32 block scales
   MatmulFn matmul_int4;  // INT4_G32: packed int4 with BF16 scales per 32 columns
   GatedActFn gated_act;  // SiTU, SiLU·u, clamped SwiGLU (mathf.h's functions, lane by lane)
-  TileDotsFn tile_dots;        // the absorbed attention's scores, a tile at a time
+  TileScoresFn tile_scores;    // the absorbed attention's scores, a tile at a time
   TileSoftmaxFn tile_softmax;  // and their softmax
   ContextRowsFn context_rows;  // the absorbed attention's latent sums
   DeltaStepFn delta_step;      // KDA's recurrence
@@ -80,11 +81,14 @@ void unary_avx2(Unary f, const float* x, float* y, int64_t n);
 void unary_avx512(Unary f, const float* x, float* y, int64_t n);
 // The tiles' scores and softmax, and the context sums: four lanes at a time in cpu_attention.cpp,
 // eight in attention_avx2.cpp (scores, context sums), sixteen in attention_avx512.cpp.
-void tile_dots_v4(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
-void tile_dots_avx2(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
+void tile_scores_v4(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                    float scale, float* out);
+void tile_scores_avx2(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                      float scale, float* out);
 void context_rows_avx2(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,
                          int64_t p0, int64_t p1, int64_t rows);
-void tile_dots_avx512(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out);
+void tile_scores_avx512(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                        float scale, float* out);
 void tile_softmax_v4(float* sT, const int64_t* n);
 void tile_softmax_avx512(float* sT, const int64_t* n);
 void context_rows_v4(float* ctx, int64_t ldc, const float* s, int64_t stride, const float* lat, int64_t kvr,

@@ -79,8 +79,7 @@ void dense_tile(const T* w, int64_t cols, const float* x, int64_t ldx, float* y,
       for (int r = 0; r < R; ++r) acc[r][i] = _mm512_fmadd_ps(wv[r], xv, acc[r][i]);
     }
   }
-#pragma GCC unroll 16
-  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
+  avx512::store_sums<R, N>(acc, y, ldy);
 }
 
 template <typename T, int R>
@@ -129,8 +128,13 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // block and row at n = 1 against about 2.5 for the FMAs alone, so n = 1 is bound by the core,
 // not by memory. One vector (decode) goes nibble position by nibble position across four rows,
 // so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.65-0.68 of the
-// read floor on one Zen 5 core, same bits). With n > 1 the 10 FMA-pipe operations per chunk and
-// vector bound the tile: n = 8 costs 4.7-5x n = 1, whatever the decode costs.
+// read floor on one core of the Zen 4 EPYC we measure on, same bits). That core retires one
+// 512-bit FMA per cycle, so a chunk's 9 FMAs alone take as long as reading its 64 bytes at the
+// one-core floor (26 GB/s at 3.65 GHz is 9 cycles); the decode's 4 vpermw, 7 shifts and 5 ands
+// add about 6.5 cycles more (measured: each shuffle next to a stream of FMAs costs 0.5 cycle, a
+// shift 0.3-0.45, an and 0.33), hence about 16 cycles per chunk and row, in cache or not. With
+// n > 1 the 10 FMA-pipe operations per chunk and vector bound the tile: n = 8 costs 4.7-5x n = 1,
+// whatever the decode costs (8 x 9 FMA cycles is already 4.5x a one-vector chunk).
 constexpr int64_t kChunkCols = 128;
 constexpr int64_t kChunkBlocks = kChunkCols / 32;
 
@@ -225,8 +229,7 @@ void mxfp4_tile_of(Chunk&& chunk, int64_t blocks, const float* xp, int64_t pcols
       }
     }
   }
-#pragma GCC unroll 16
-  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
+  avx512::store_sums<R, N>(acc, y, ldy);
 }
 
 // Row r's chunk at block b, decoded from the packed codes and scale bytes.
@@ -411,7 +414,7 @@ namespace detail {
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx512_isa() {
   static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_avx512,
-                       matmul_int4_avx512, gated_act_avx512, tile_dots_avx512, tile_softmax_avx512, context_rows_avx512, delta_step_avx512, unary_avx512};
+                       matmul_int4_avx512, gated_act_avx512, tile_scores_avx512, tile_softmax_avx512, context_rows_avx512, delta_step_avx512, unary_avx512};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

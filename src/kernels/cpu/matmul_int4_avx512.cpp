@@ -15,7 +15,6 @@
 namespace sluice::kernels {
 namespace {
 
-using avx512::reduce16;
 
 constexpr int kRowTile = 4;
 constexpr int kVecTile = 4;
@@ -77,8 +76,7 @@ void int4_tile(const unsigned char* packed, const unsigned char* scales, int64_t
       }
     }
   }
-#pragma GCC unroll 16
-  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(acc[k / N][k % N]);
+  avx512::store_sums<R, N>(acc, y, ldy);
 }
 
 template <int R>

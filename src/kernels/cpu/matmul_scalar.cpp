@@ -139,7 +139,7 @@ const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int6
 
 const Isa& scalar_isa() {
   static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar,
-                       matmul_int4_scalar, gated_act_scalar, tile_dots_v4, tile_softmax_v4, context_rows_v4, delta_step_generic, unary_scalar};
+                       matmul_int4_scalar, gated_act_scalar, tile_scores_v4, tile_softmax_v4, context_rows_v4, delta_step_generic, unary_scalar};
   return isa;
 }
 

@@ -24,12 +24,12 @@ void store_upto(float* p, typename S::V v, int64_t m) {
   else S::store_n(p, v, m);
 }
 
-// C positions' scores at once over the tile's 16 rows (R vectors): C·R independent sums hide the
-// adds' latency, and each query vector is loaded once for all of them.
-template <class S, int C>
-void tile_dots_c(const float* qT, const float* x, int64_t ldx, int64_t n, float* out) {
-  constexpr int R = int(kAttnTile / S::kLanes);
-  typename S::V acc[C][R];
+// C positions' dot sums over the tile's 16 rows (R vectors): C·R independent sums hide the adds'
+// latency, and each query vector is loaded once for all of them. sum[k][r] = Σ_{i<n} qT[i·16 + ·]·
+// x[k·ldx + i] from 0 in order, each product rounded.
+template <class S, int C, int R>
+[[gnu::always_inline]] inline void tile_sums(const float* qT, const float* x, int64_t ldx, int64_t n,
+                                             typename S::V (&acc)[C][R]) {
   SLUICE_UNROLL for (int k = 0; k < C; ++k)
     SLUICE_UNROLL for (int r = 0; r < R; ++r) acc[k][r] = S::set1(0.0f);
   for (int64_t i = 0; i < n; ++i) {
@@ -40,23 +40,42 @@ void tile_dots_c(const float* qT, const float* x, int64_t ldx, int64_t n, float*
       SLUICE_UNROLL for (int r = 0; r < R; ++r) acc[k][r] = S::add(acc[k][r], S::mul(q[r], xi));
     }
   }
+}
+
+// C positions' scores: the latent sums held in out while the rope sums run, then (a + b)·scale.
+template <class S, int C>
+void tile_scores_c(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, float scale,
+                   float* out) {
+  constexpr int R = int(kAttnTile / S::kLanes);
+  typename S::V acc[C][R];
+  tile_sums<S, C, R>(qT, lat, kvr, kvr, acc);
   SLUICE_UNROLL for (int k = 0; k < C; ++k)
     SLUICE_UNROLL for (int r = 0; r < R; ++r) S::store(out + k * kAttnTile + r * S::kLanes, acc[k][r]);
+  tile_sums<S, C, R>(qT + kvr * kAttnTile, kpe, rope, rope, acc);
+  const typename S::V s = S::set1(scale);
+  SLUICE_UNROLL for (int k = 0; k < C; ++k)
+    SLUICE_UNROLL for (int r = 0; r < R; ++r) {
+      float* o = out + k * kAttnTile + r * S::kLanes;
+      S::store(o, S::mul(S::add(S::load(o), acc[k][r]), s));
+    }
 }
 
-// tile_dots_c for c <= C positions.
+// tile_scores_c for c <= C positions.
 template <class S, int C>
-void tile_dots_upto(int64_t c, const float* qT, const float* x, int64_t ldx, int64_t n, float* out) {
-  if (c == C) return tile_dots_c<S, C>(qT, x, ldx, n, out);
-  if constexpr (C > 1) tile_dots_upto<S, C - 1>(c, qT, x, ldx, n, out);
+void tile_scores_upto(int64_t c, const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope,
+                      float scale, float* out) {
+  if (c == C) return tile_scores_c<S, C>(qT, lat, kvr, kpe, rope, scale, out);
+  if constexpr (C > 1) tile_scores_upto<S, C - 1>(c, qT, lat, kvr, kpe, rope, scale, out);
 }
 
-// TileDotsFn: eight sums in flight, as many positions per pass as that leaves.
+// TileScoresFn: eight sums in flight, as many positions per pass as that leaves.
 template <class S>
-void tile_dots(const float* qT, const float* x, int64_t ldx, int64_t count, int64_t n, float* out) {
-  constexpr int P = int(kTileDotsMax / (kAttnTile / S::kLanes));
+void tile_scores(const float* qT, const float* lat, int64_t kvr, const float* kpe, int64_t rope, int64_t count,
+                 float scale, float* out) {
+  constexpr int P = int(kTileScoresMax / (kAttnTile / S::kLanes));
   for (int64_t k = 0; k < count; k += P)
-    tile_dots_upto<S, P>(std::min<int64_t>(P, count - k), qT, x + k * ldx, ldx, n, out + k * kAttnTile);
+    tile_scores_upto<S, P>(std::min<int64_t>(P, count - k), qT, lat + k * kvr, kvr, kpe + k * rope, rope, scale,
+                           out + k * kAttnTile);
 }
 
 // RB rows' context sums: four vectors of columns of every row in registers across the positions,
