@@ -77,7 +77,8 @@ struct WeightSet {
   size_t bytes_per_copy = 0;
 };
 
-WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
+// `copies` 0: enough to sweep kSweepBytes, so that every product reads its weights from DRAM.
+WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols, size_t copies = 0) {
   WeightSet set;
   Weight shape;
   shape.type = type;
@@ -86,7 +87,7 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols) {
   const size_t data_bytes = sluice::kernels::weight_data_bytes(shape);
   const size_t scale_bytes = sluice::kernels::weight_scale_bytes(shape);
   set.bytes_per_copy = data_bytes + scale_bytes;
-  const size_t count = std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
+  const size_t count = copies > 0 ? copies : std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (size_t k = 0; k < count; ++k) {
     set.data.push_back(bench_buffer(data_bytes));
@@ -294,6 +295,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
         auto it = run.counters.find(key);
         return it == run.counters.end() ? -1.0 : double(it->second.value);
       };
+      if (get("peak_ratio") >= 0) passes_.push_back({run.benchmark_name(), get("GFLOPs"), get("peak_GFLOPs"),
+                                                       get("peak_ratio"), get("peak_ratio_best")});
       if (get("ratio") < 0) continue;
       rows_.push_back(
           {run.benchmark_name(), get("weight_GBps"), get("floor_GBps"), get("ratio"), get("ratio_best")});
@@ -317,6 +320,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("%-48s %12s %12s %7s %11s\n", "kernel", "GB/s (1e9)", "floor GB/s", "ratio", "ratio_best");
     for (const Row& r : rows_)
       std::printf("%-48s %12.2f %12.2f %7.3f %11.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio, r.ratio_best);
+    if (!passes_.empty()) {
+      std::printf("\nProducts of a prefill pass (weights in cache, n vectors, one core) vs the fp32 FMA peak\n"
+                  "measured between the same calls:\n");
+      std::printf("%-48s %12s %12s %7s %11s\n", "kernel", "GFLOP/s", "peak GFLOP/s", "ratio", "ratio_best");
+      for (const Row& r : passes_)
+        std::printf("%-48s %12.1f %12.1f %7.3f %11.3f\n", r.name.c_str(), r.rate, r.floor, r.ratio, r.ratio_best);
+    }
     std::fflush(stdout);
   }
 
@@ -325,7 +335,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::string name;
     double rate, floor, ratio, ratio_best;
   };
-  std::vector<Row> rows_;
+  std::vector<Row> rows_, passes_;
 };
 
 const char* type_tag(WeightType t) {
@@ -384,6 +394,41 @@ void fma_peak(benchmark::State& st, int threads, bool fused) {
   st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
 }
 
+// One product of a prefill pass: n vectors through a small weight that stays in cache (the
+// default model's projections), its FLOP rate against the FMA peak of a short burst of
+// fma_chains_avx512 timed after every call (medians, as kernel_bench does with its floor).
+void pass_bench(benchmark::State& state, const Isa* isa, WeightType type, int64_t rows, int64_t cols, int64_t n) {
+  static std::map<std::tuple<int, int64_t, int64_t>, WeightSet> sets;
+  auto key = std::make_tuple(int(type), rows, cols);
+  if (!sets.count(key)) sets.emplace(key, make_weight_set(type, rows, cols, 1));
+  const Weight& w = sets.at(key).copies[0];
+  std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
+  uint64_t s = 12345;
+  for (float& v : x) v = float(int64_t(next_random(s) % 2001) - 1000) / 1000.0f;
+  constexpr int64_t kBurst = 20'000;  // 7.7 MFLOP: tens of microseconds
+  std::vector<double> kernel_seconds, peak_seconds;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sluice::kernels::linear_on(*isa, w, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    const auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(fma_chains_avx512<true>(kBurst, 1.0f));
+    const auto t2 = std::chrono::steady_clock::now();
+    kernel_seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+    peak_seconds.push_back(std::chrono::duration<double>(t2 - t1).count());
+    state.SetIterationTime(kernel_seconds.back());
+  }
+  const double flops = 2.0 * double(rows * cols * n), peak_flops = double(kBurst) * 12 * 16 * 2;
+  const double rate = flops / median(kernel_seconds), peak = peak_flops / median(peak_seconds);
+  const double best = flops / *std::min_element(kernel_seconds.begin(), kernel_seconds.end());
+  const double peak_best = peak_flops / *std::min_element(peak_seconds.begin(), peak_seconds.end());
+  state.counters["GFLOPs"] = rate / 1e9;
+  state.counters["peak_GFLOPs"] = peak / 1e9;
+  state.counters["peak_ratio"] = rate / peak;
+  state.counters["peak_ratio_best"] = best / peak_best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -423,6 +468,18 @@ int main(int argc, char** argv) {
             ->UseManualTime();
       }
     }
+  }
+  // Prefill passes through the default model's projection shapes (hidden 256, MLP 1024): 256
+  // vectors, as in_vector_blocks hands a 256-column weight at a time.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
+    const Shape pass_shapes[] = {{256, 256}, {1024, 256}, {256, 1024}};
+    for (WeightType type : {WeightType::BF16, WeightType::MXFP4})
+      for (const Shape& sh : pass_shapes)
+        benchmark::RegisterBenchmark((std::string("pass_") + type_tag(type) + "_" + std::to_string(sh.rows) + "x" +
+                                      std::to_string(sh.cols) + "/" + best->name + "/n:256")
+                                         .c_str(),
+                                     [=](benchmark::State& st) { pass_bench(st, best, type, sh.rows, sh.cols, 256); })
+            ->UseManualTime();
   }
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
     for (bool fused : {true, false})

@@ -130,9 +130,10 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.65-0.68 of the
 // read floor on one core of the Zen 4 EPYC we measure on, same bits). That core retires one
 // 512-bit FMA per cycle, so a chunk's 9 FMAs alone take as long as reading its 64 bytes at the
-// one-core floor (26 GB/s at 3.65 GHz is 9 cycles); the decode's 4 vpermw, 7 shifts and 5 ands
-// add about 6.5 cycles more (measured: each shuffle next to a stream of FMAs costs 0.5 cycle, a
-// shift 0.3-0.45, an and 0.33), hence about 16 cycles per chunk and row, in cache or not. With
+// one-core floor (26 GB/s at 3.65 GHz is 9 cycles); the decode's 4 vpermw, 7 shifts, 5 ands and
+// the scales' rotate add about 7-8 cycles more (bench/issue_bench: next to a stream of FMAs a
+// shuffle costs 0.5-0.57 of an FMA, a shift or an and 0.41, vprolvd 1): 16-17 cycles per chunk
+// and row, which is what kernels_bench's 13-15 GB/s at n = 1 come to at about 3.65 GHz. With
 // n > 1 the 10 FMA-pipe operations per chunk and vector bound the tile: n = 8 costs 4.7-5x n = 1,
 // whatever the decode costs (8 x 9 FMA cycles is already 4.5x a one-vector chunk).
 constexpr int64_t kChunkCols = 128;
