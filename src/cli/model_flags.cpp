@@ -56,6 +56,10 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                       "guess costs a whole read and a right one saves little, hence the high default")
           ->default_val(0.95)
           ->transform(number_in(0, 1));
+  sub->add_flag("--prefetch-idle", f.engine.prefetch_idle,
+                "Also pre-read next-layer predictions that have not earned --prefetch-precision when they "
+                "arrive while no expert read is queued or in flight (drives that idle between layers: small "
+                "experts, or compute a large share of a token)");
   f.prefetch_layers_opt =
       sub->add_option("--prefetch-layers", f.engine.prefetch_layers,
                       cat("How many layers ahead to predict and pre-read experts (1..", store::kMaxPrefetchLayers,

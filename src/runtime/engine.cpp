@@ -53,6 +53,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.cache_bytes = opt.cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.cache_gb * 1e9) : UINT64_MAX;
     so.prefetch = opt.prefetch;
     so.prefetch_min_precision = opt.prefetch_precision;
+    so.prefetch_when_idle = opt.prefetch_idle;
     so.prefetch_layers = opt.prefetch_layers;
     so.reader.engine = opt.reader;
     so.reader.verify = opt.verify_reads;

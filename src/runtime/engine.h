@@ -31,6 +31,7 @@ struct EngineOptions {
   double cache_gb = 1.0;
   bool prefetch = true;
   double prefetch_precision = 0.95;  // StreamOptions::prefetch_min_precision
+  bool prefetch_idle = false;        // StreamOptions::prefetch_when_idle
   int prefetch_layers = 1;           // StreamOptions::prefetch_layers
   std::string reader = "auto";   // auto | io_uring | pread
   bool verify_reads = true;

@@ -343,7 +343,10 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int
   // A guess beyond the next layer is read only while the drives idle (it is still scored): the
   // model asked for it while they did, but the nearer guesses handed over since may have started
   // reads.
-  if (distance > 1 && !reader_->idle()) return;
+  const bool idle = reader_->idle();
+  if (distance > 1 && !idle) return;
+  // Next-layer guesses handed over while the drives idle skip the precision gate (--prefetch-idle).
+  const bool ungated = opt_.prefetch_when_idle && idle && distance == 1;
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
   const double* prec = &precision_[at * kMaxRanks];
@@ -351,7 +354,7 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int
   for (size_t r = 0; r < experts.size(); ++r) {
     const int32_t e = experts[r];
     if (budget == 0) break;
-    if (need > 0 && (r >= kMaxRanks || prec[r] < need)) {  // a guess that would not pay
+    if (need > 0 && !ungated && (r >= kMaxRanks || prec[r] < need)) {  // a guess that would not pay
       counters_.prefetch_suppressed += 1;
       continue;
     }

@@ -34,6 +34,10 @@ struct StreamOptions {
   // Read ahead only the predictions whose confidence rank (in their layer) was right at least this
   // often lately (an EWMA that starts at 0: a rank earns it). 0 reads every prediction.
   double prefetch_min_precision = 0.95;
+  // Also read a next-layer prediction that has not earned prefetch_min_precision when it is handed
+  // over while no read is queued or in flight: where the drives idle (small records, compute a
+  // large share of a token), a guess costs no drive time that a demand read wanted.
+  bool prefetch_when_idle = false;
   // How many layers ahead the model predicts and these read: 1 (the next layer) to
   // kMaxPrefetchLayers. Guesses at the layers after the next are made, and read, only while no
   // read is queued or in flight (drive time nothing else wants); each distance earns its own

@@ -325,6 +325,34 @@ TEST_F(StoreTest, GuessesTwoLayersAheadEarnTheirOwnPrecisionAndWaitForIdleDrives
             std::string::npos);
 }
 
+// --prefetch-idle: a next-layer guess that has not earned the precision gate is read when it
+// arrives while no read is queued or in flight, and gated as before while one is.
+TEST_F(StoreTest, IdleDrivesReadNextLayerGuessesThatHaveNotEarnedTheGate) {
+  store::StreamOptions so;
+  so.cache_bytes = slot_bytes() * 20;
+  so.prefetch_min_precision = 0.95;  // no rank has earned it: its EWMA starts at 0
+  so.prefetch_when_idle = true;
+  so.reader.engine = "pread";
+  const int32_t one[] = {5}, other[] = {6};
+  {
+    store::StreamingExperts s(prepare(1), so);
+    s.set_home_delay(0, 0.3);
+    s.prefetch(1, one, 1);  // the drives idle: read
+    EXPECT_EQ(s.counters().prefetch_issued, 1u);
+    EXPECT_EQ(s.counters().prefetch_suppressed, 0u);
+    s.prefetch(2, other, 1);  // that read is in flight: gated
+    EXPECT_EQ(s.counters().prefetch_issued, 1u);
+    EXPECT_EQ(s.counters().prefetch_suppressed, 1u);
+  }
+  // Off (the default), idle drives change nothing.
+  store::StreamOptions off = so;
+  off.prefetch_when_idle = false;
+  store::StreamingExperts t(prepare(1), off);
+  t.prefetch(1, one, 1);
+  EXPECT_EQ(t.counters().prefetch_issued, 0u);
+  EXPECT_EQ(t.counters().prefetch_suppressed, 1u);
+}
+
 // Kimi's layer loop hands over guesses two layers ahead when the provider asks, without moving a
 // logit; streamed with them (every guess read), runs stay bit-identical to the all-in-RAM one.
 TEST_F(StoreTest, GuessesTwoLayersAheadChangeNothingButTheReads) {
