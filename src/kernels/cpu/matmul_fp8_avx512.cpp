@@ -38,8 +38,6 @@ constexpr auto kNextTileHint = N == 1 ? _MM_HINT_NTA : _MM_HINT_T1;
 constexpr int kRowTile = 8;
 constexpr int kRowTile2 = 4;
 
-using avx512::reduce16;
-
 // 16 e4m3 bytes (as 16 sign-extended dwords) -> their values times 2^-120 ("raw" values: the
 // activations carry 2^60 and the block scales the other 2^60, so no multiply is spent per weight).
 inline __m512 decode16(__m512i sx) {
@@ -133,8 +131,7 @@ void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t c
       for (int i = 0; i < N; ++i) total[r][i] = _mm512_fmadd_ps(part[r][i], s, total[r][i]);
     }
   }
-#pragma GCC unroll 8
-  for (int k = 0; k < R * N; ++k) y[(k % N) * ldy + k / N] = reduce16(total[k / N][k % N]);
+  avx512::store_sums<R, N>(total, y, ldy);
 }
 
 template <int R, int N>

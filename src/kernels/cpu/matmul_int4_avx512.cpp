@@ -15,7 +15,6 @@
 namespace sluice::kernels {
 namespace {
 
-
 constexpr int kRowTile = 4;
 constexpr int kVecTile = 4;
 
