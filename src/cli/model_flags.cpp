@@ -58,8 +58,9 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
           ->transform(number_in(0, 1));
   sub->add_flag("--prefetch-idle", f.engine.prefetch_idle,
                 "Also pre-read next-layer predictions that have not earned --prefetch-precision when they "
-                "arrive while no expert read is queued or in flight (drives that idle between layers: small "
-                "experts, or compute a large share of a token)");
+                "arrive while no expert read is queued or in flight, as many as the drive time a layer leaves "
+                "unused can read (drives that idle between layers: small experts, or compute a large share of "
+                "a token; drives that are the bottleneck leave none)");
   f.prefetch_layers_opt =
       sub->add_option("--prefetch-layers", f.engine.prefetch_layers,
                       cat("How many layers ahead to predict and pre-read experts (1..", store::kMaxPrefetchLayers,

@@ -107,7 +107,8 @@ nlohmann::json Engine::stats_json() const {
                        {"bytes", hs[h].bytes},
                        {"errors", hs[h].errors},
                        {"mean_ms", hs[h].mean_ms()},
-                       {"p99_ms", hs[h].p99_ms()}});
+                       {"p99_ms", hs[h].p99_ms()},
+                       {"busy_seconds", hs[h].busy_seconds}});
     j["store"] = {{"requests", s.requests},
                   {"hits", s.hits},
                   {"misses", s.misses},
@@ -117,12 +118,14 @@ nlohmann::json Engine::stats_json() const {
                   {"prefetch_cancelled", s.prefetch_cancelled},
                   {"prefetch_further", s.prefetch_further},
                   {"prefetch_further_used", s.prefetch_further_used},
+                  {"prefetch_idle", s.prefetch_idle},
                   {"prefetch_wasted_bytes", s.prefetch_wasted * store_->manifest().layout.slot_bytes},
                   {"prefetch_recall", s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0},
                   {"bytes_read", s.bytes_read},
                   {"fetched", s.fetched},
                   {"missing", store_->missing()},
                   {"cache_slots", store_->slots()},
+                  {"drives_idle_seconds", store_->drives_idle_seconds()},
                   {"reader", store_->reader_engine()},
                   {"homes", homes}};
   }
@@ -148,16 +151,17 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     char line[512];
     std::snprintf(line, sizeof line,
                   "[store] reader=%s slots=%zu hit_rate=%.3f (%llu/%llu) bytes_read=%.1f MB (%.2f MB/token) "
-                  "prefetch issued=%llu used=%llu cancelled=%llu further=%llu (used %llu) wasted=%.1f MB "
-                  "recall=%.3f\n",
+                  "prefetch issued=%llu used=%llu cancelled=%llu further=%llu (used %llu) idle=%llu wasted=%.1f MB "
+                  "recall=%.3f drives idle=%.2f s\n",
                   store_->reader_engine(), store_->slots(), s.requests ? double(s.hits) / double(s.requests) : 0.0,
                   (unsigned long long)s.hits, (unsigned long long)s.requests, s.bytes_read / 1e6,
                   generated_tokens ? s.bytes_read / 1e6 / double(generated_tokens) : 0.0,
                   (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used,
                   (unsigned long long)s.prefetch_cancelled, (unsigned long long)s.prefetch_further,
-                  (unsigned long long)s.prefetch_further_used,
+                  (unsigned long long)s.prefetch_further_used, (unsigned long long)s.prefetch_idle,
                   double(s.prefetch_wasted * store_->manifest().layout.slot_bytes) / 1e6,
-                  s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0);
+                  s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0,
+                  store_->drives_idle_seconds());
     o << line;
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",
@@ -166,9 +170,10 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     }
     auto hs = store_->home_stats();
     for (size_t h = 0; h < hs.size(); ++h) {
-      std::snprintf(line, sizeof line, "[home %zu] %s reads=%llu bytes=%.1f MB errors=%llu mean=%.2f ms p99=%.2f ms\n", h,
+      std::snprintf(line, sizeof line,
+                    "[home %zu] %s reads=%llu bytes=%.1f MB errors=%llu mean=%.2f ms p99=%.2f ms busy=%.2f s\n", h,
                     store_->manifest().homes[h].path.c_str(), (unsigned long long)hs[h].reads, hs[h].bytes / 1e6,
-                    (unsigned long long)hs[h].errors, hs[h].mean_ms(), hs[h].p99_ms());
+                    (unsigned long long)hs[h].errors, hs[h].mean_ms(), hs[h].p99_ms(), hs[h].busy_seconds);
       o << line;
     }
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <system_error>
 
 #include "core/error.h"
@@ -72,6 +73,7 @@ ExpertReader::ExpertReader(const Manifest& m, const ReaderOptions& opt) : m_(m),
   inflight_bytes_.assign(H, 0);
   inflight_.assign(H, 0);
   prefetch_inflight_.assign(H, 0);
+  busy_since_.resize(H);
   if (opt_.prefetch_depth < 0 || opt_.prefetch_depth > opt_.queue_depth)
     fail("reader prefetch depth ", opt_.prefetch_depth, " is outside 0..", opt_.queue_depth, " (the queue depth)");
   prefetch_depth_ = opt_.prefetch_depth > 0 ? opt_.prefetch_depth : std::max(1, opt_.queue_depth / 2);
@@ -164,7 +166,54 @@ uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent
     r.parts.push_back(id);
     enqueue(id, urgent);
   }
+  note_activity();
   return t;
+}
+
+void ExpertReader::note_activity() {
+  const bool idle_now = jobs_.empty();
+  if (idle_now == idle_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (idle_) idle_total_ += std::chrono::duration<double>(now - idle_since_).count();
+  else idle_since_ = now;
+  idle_ = idle_now;
+}
+
+double ExpertReader::busy_rate(size_t h) const {
+  const HomeStats& s = stats_[h];
+  if (s.busy_seconds < 1e-3 || s.bytes == 0) {
+    const double measured = m_.homes[h].read_bytes_per_s;
+    return measured > 0 ? measured : s.bandwidth * opt_.queue_depth;
+  }
+  return double(s.bytes) / s.busy_seconds;
+}
+
+double ExpertReader::busy_bandwidth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double bw = 0;
+  for (size_t h = 0; h < stats_.size(); ++h)
+    if (healthy_[h]) bw += busy_rate(h);
+  return bw;
+}
+
+double ExpertReader::solo_seconds(int layer, int expert) const {
+  const auto& holders = m_.of(layer, expert);
+  std::lock_guard<std::mutex> lock(mu_);
+  double slowest = 0;
+  for (const Holder& part : holders) {  // each part once per copy of it: a few holders at most
+    double best = std::numeric_limits<double>::infinity();
+    for (const Holder& x : holders)
+      if (x.at == part.at && x.local && healthy_[size_t(x.home)])
+        best = std::min(best, double(x.length) / busy_rate(size_t(x.home)));
+    slowest = std::max(slowest, best);
+  }
+  return holders.empty() ? std::numeric_limits<double>::infinity() : slowest;
+}
+
+double ExpertReader::idle_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!idle_) return idle_total_;
+  return idle_total_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since_).count();
 }
 
 void ExpertReader::enqueue(uint64_t id, bool urgent) {
@@ -185,10 +234,15 @@ void ExpertReader::charge(Job& j, const Holder& h, int sign) {
   // A part counts as a prefetch while in flight if it was one when it started (a promotion
   // meanwhile moves only the parts still queued).
   if (sign > 0) j.as_prefetch = !records_.at(j.record).urgent;
-  inflight_[size_t(h.home)] += sign;
-  prefetch_inflight_[size_t(h.home)] += j.as_prefetch ? sign : 0;
-  if (sign > 0) inflight_bytes_[size_t(h.home)] += h.length;
-  else inflight_bytes_[size_t(h.home)] -= h.length;
+  const size_t home = size_t(h.home);
+  if (sign > 0 && inflight_[home] == 0) busy_since_[home] = std::chrono::steady_clock::now();
+  if (sign < 0 && inflight_[home] == 1)
+    stats_[home].busy_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_[home]).count();
+  inflight_[home] += sign;
+  prefetch_inflight_[home] += j.as_prefetch ? sign : 0;
+  if (sign > 0) inflight_bytes_[home] += h.length;
+  else inflight_bytes_[home] -= h.length;
 }
 
 bool ExpertReader::cancel(uint64_t ticket) {
@@ -206,6 +260,7 @@ bool ExpertReader::cancel(uint64_t ticket) {
     jobs_.erase(id);
   }
   records_.erase(it);
+  note_activity();
   return true;
 }
 
@@ -338,6 +393,7 @@ void ExpertReader::give_up(uint64_t id) {
                  j.error.empty() ? "" : " (" + j.error + ")");
   j.state = 3;
   jobs_.erase(id);
+  note_activity();
   // The record settles once no part of it can still write into its buffer.
   if (--r.parts_left == 0) {
     r.state = 3;
@@ -357,6 +413,7 @@ void ExpertReader::finish_attempt(uint64_t id, bool ok, const std::string& why, 
     if (seconds > 0) s.bandwidth = 0.8 * s.bandwidth + 0.2 * (double(h.length) / seconds);
     Record& r = records_.at(j.record);
     jobs_.erase(id);
+    note_activity();
     if (--r.parts_left == 0) {
       r.state = r.error.empty() ? 2 : 3;
       cv_done_.notify_all();

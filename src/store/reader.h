@@ -6,6 +6,7 @@
 // Engines: io_uring (one submission thread, a queue-depth limit per home) or a pread thread pool.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,6 +32,7 @@ struct HomeStats {
   size_t latency_next = 0;
   double latency_sum_ms = 0;
   double bandwidth = 0;           // current estimate, bytes/s
+  double busy_seconds = 0;        // time with reads in flight (spans that ended)
   void add_latency(float ms);
   double mean_ms() const;
   double p99_ms() const;
@@ -84,6 +86,16 @@ class ExpertReader {
   double total_bandwidth() const;
   // Whether no read is queued or in flight on any home: the drives idle now.
   bool idle() const;
+  // Seconds since the reader started during which no read was queued or in flight.
+  double idle_seconds() const;
+  // What the healthy homes deliver together while busy: the sum of each one's bytes read over the
+  // time it had reads in flight (its measured rate from the manifest until 1 ms of that).
+  // Unlike the per-read estimates behind the holder choice, throttled or bursty drives do not
+  // inflate it.
+  double busy_bandwidth() const;
+  // How long a read of (layer, expert) would take on idle drives at those rates: each part from
+  // its fastest usable holder, the slowest part (infinity if a part has none).
+  double solo_seconds(int layer, int expert) const;
   const char* engine() const { return uring_ ? (registered_ ? "io_uring+fixed" : "io_uring") : "pread"; }
   // Registers [base, base+bytes) (the cache arena) with io_uring so reads into it use fixed
   // buffers (no per-read page pinning). Returns false when the kernel refuses (for example a low
@@ -125,6 +137,11 @@ class ExpertReader {
   // Under mu_: the part's read ended (ok, or failed for `why`); retries it on another holder or
   // settles it, and its record once every part is settled.
   void finish_attempt(uint64_t id, bool ok, const std::string& why, double seconds);
+  // Under mu_: after parts were added or removed, starts or ends an idle span (no part queued or
+  // in flight).
+  void note_activity();
+  // Under mu_: home h's bytes per second while it had reads in flight (see busy_bandwidth).
+  double busy_rate(size_t h) const;
   // Under mu_: no holder is left for the queued part `id` (already out of the queue).
   void give_up(uint64_t id);
   const Holder& holder_of(const Job& j) const;
@@ -144,10 +161,16 @@ class ExpertReader {
   std::deque<uint64_t> queue_;                    // part ids
   uint64_t next_id_ = 1;
   bool stop_ = false;
+  // Idle spans (no part queued or in flight): their total so far, and the current one's start.
+  bool idle_ = true;
+  double idle_total_ = 0;
+  std::chrono::steady_clock::time_point idle_since_ = std::chrono::steady_clock::now();
   std::vector<HomeStats> stats_;
   std::vector<uint64_t> inflight_bytes_;
   std::vector<int> inflight_;
   std::vector<int> prefetch_inflight_;  // the prefetch reads among them
+  // Per home: when its current span of reads in flight began (HomeStats::busy_seconds: the ended ones).
+  std::vector<std::chrono::steady_clock::time_point> busy_since_;
   int prefetch_depth_ = 1;
   std::vector<double> delay_;
   std::vector<bool> healthy_;

@@ -148,6 +148,15 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
   ++tick_;
   heat_.record(layer, experts.data(), experts.size());
+  if (opt_.prefetch_when_idle) {  // the period since the last request, for the idle guesses
+    const auto now = std::chrono::steady_clock::now();
+    const double idle = reader_->idle_seconds();
+    if (tick_ > 1)
+      spare_.add(std::chrono::duration<double>(now - last_begin_).count(), idle - idle_at_begin_,
+                 reader_->busy_bandwidth());
+    last_begin_ = now;
+    idle_at_begin_ = idle;
+  }
   // Each distance's last prediction for this layer: each of its ranks' precision, and the next
   // layer's recall (the request is ascending and a prediction holds each expert once).
   for (int d = 0; d < opt_.prefetch_layers; ++d) {
@@ -345,8 +354,13 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int
   // reads.
   const bool idle = reader_->idle();
   if (distance > 1 && !idle) return;
-  // Next-layer guesses handed over while the drives idle skip the precision gate (--prefetch-idle).
-  const bool ungated = opt_.prefetch_when_idle && idle && distance == 1;
+  // Next-layer guesses handed over while the drives idle may skip the precision gate, as many
+  // as the drives' usual idle time in a layer can read, each only if its own read fits in that
+  // time (--prefetch-idle; DriveSpare).
+  const double slot = double(m_.layout.slot_bytes);
+  const bool spare_time = opt_.prefetch_when_idle && idle && distance == 1;
+  const double window = spare_time ? spare_.idle_seconds() : 0.0;
+  double spare = spare_time ? spare_.bytes() : 0.0;
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
   const double* prec = &precision_[at * kMaxRanks];
@@ -354,14 +368,23 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int
   for (size_t r = 0; r < experts.size(); ++r) {
     const int32_t e = experts[r];
     if (budget == 0) break;
-    if (need > 0 && !ungated && (r >= kMaxRanks || prec[r] < need)) {  // a guess that would not pay
+    const bool gated = need > 0 && (r >= kMaxRanks || prec[r] < need);  // a guess that may not pay
+    if (gated && spare < slot) {
       counters_.prefetch_suppressed += 1;
       continue;
     }
     if (e < 0 || e >= m_.num_experts || find(layer, e) >= 0) continue;
     if (!m_.of(layer, e)[0].local) continue;  // fetched from the source only when really used
+    if (gated && reader_->solo_seconds(layer, e) > window) {  // would still be reading when needed
+      counters_.prefetch_suppressed += 1;
+      continue;
+    }
     int s = victim();
     if (s < 0) break;
+    if (gated) {
+      spare -= slot;
+      counters_.prefetch_idle += 1;
+    }
     assign(s, layer, e);
     Slot& sl = slots_[size_t(s)];
     sl.prefetched = true;

@@ -5,12 +5,14 @@
 // otherwise idle, of the layers after it, up to StreamOptions::prefetch_layers); eviction prefers experts
 // that are neither recent nor hot (decayed usage counts that persist across runs).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/arena.h"
+#include "store/drive_spare.h"
 #include "store/expert_provider.h"
 #include "store/expert_source.h"
 #include "store/heat.h"
@@ -34,9 +36,11 @@ struct StreamOptions {
   // Read ahead only the predictions whose confidence rank (in their layer) was right at least this
   // often lately (an EWMA that starts at 0: a rank earns it). 0 reads every prediction.
   double prefetch_min_precision = 0.95;
-  // Also read a next-layer prediction that has not earned prefetch_min_precision when it is handed
-  // over while no read is queued or in flight: where the drives idle (small records, compute a
-  // large share of a token), a guess costs no drive time that a demand read wanted.
+  // Also read next-layer predictions that have not earned prefetch_min_precision when they are
+  // handed over while no read is queued or in flight, as many as the drive time a layer leaves
+  // unused can read (DriveSpare): where the drives idle (small records, compute a large share of
+  // a token) such guesses cost no drive time a demand read wanted; where they are the bottleneck
+  // nothing is left and none is read.
   bool prefetch_when_idle = false;
   // How many layers ahead the model predicts and these read: 1 (the next layer) to
   // kMaxPrefetchLayers. Guesses at the layers after the next are made, and read, only while no
@@ -58,6 +62,9 @@ struct StoreCounters {
   // Prefetch reads of guesses two or more layers ahead (among prefetch_issued), and how many of
   // those experts were asked for.
   uint64_t prefetch_further = 0, prefetch_further_used = 0;
+  // Next-layer guesses read on idle drives without having earned the precision gate
+  // (--prefetch-idle; among prefetch_issued).
+  uint64_t prefetch_idle = 0;
   uint64_t predicted_total = 0, predicted_correct = 0, actual_total = 0;  // next-layer recall
   uint64_t bytes_read = 0;
   uint64_t fetched = 0;  // experts fetched from the source on first use (streamed installs)
@@ -79,6 +86,7 @@ class StreamingExperts : public ExpertProvider {
   const StoreCounters& counters() const { return counters_; }
   ReadTotals read_totals() const override;
   std::vector<HomeStats> home_stats() const { return reader_->stats(); }
+  double drives_idle_seconds() const { return reader_->idle_seconds(); }
   const Manifest& manifest() const { return m_; }
   uint64_t missing() const;  // experts with no local copy yet (fetched on first use)
   size_t slots() const { return slots_.size(); }
@@ -131,6 +139,11 @@ class StreamingExperts : public ExpertProvider {
   // StreamOptions::prefetch_min_precision (predictions are scored whether read or not).
   static constexpr size_t kMaxRanks = 64;
   std::vector<double> precision_;  // [distance - 1][layer][rank], kMaxRanks per layer
+  // --prefetch-idle's allowance, from each period between two requests and the drives' idle
+  // time in it.
+  DriveSpare spare_;
+  std::chrono::steady_clock::time_point last_begin_{};
+  double idle_at_begin_ = 0;
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
   Heat heat_;

@@ -4,11 +4,13 @@
 // homes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <map>
+#include <set>
+#include <span>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "store/drive_spare.h"
 #include "store/prepare.h"
 #include "store/reader.h"
 #include "store/streaming_experts.h"
@@ -325,32 +328,74 @@ TEST_F(StoreTest, GuessesTwoLayersAheadEarnTheirOwnPrecisionAndWaitForIdleDrives
             std::string::npos);
 }
 
-// --prefetch-idle: a next-layer guess that has not earned the precision gate is read when it
-// arrives while no read is queued or in flight, and gated as before while one is.
+// --prefetch-idle: next-layer guesses that have not earned the precision gate are read when they
+// arrive while no read is queued or in flight, as many as the drive time a layer leaves unused
+// can read; none before a period between requests is measured, none while a read is in flight,
+// and none when off.
 TEST_F(StoreTest, IdleDrivesReadNextLayerGuessesThatHaveNotEarnedTheGate) {
   store::StreamOptions so;
   so.cache_bytes = slot_bytes() * 20;
   so.prefetch_min_precision = 0.95;  // no rank has earned it: its EWMA starts at 0
   so.prefetch_when_idle = true;
   so.reader.engine = "pread";
-  const int32_t one[] = {5}, other[] = {6};
+  const int32_t first[] = {0}, guesses[] = {5, 6, 7}, other[] = {9};
+  auto request = [](store::StreamingExperts& s, std::span<const int32_t> experts) {
+    s.begin(1, experts);
+    kernels::ExpertView v;
+    while (s.next_ready(&v) >= 0) {
+    }
+    s.release(1);
+  };
   {
     store::StreamingExperts s(prepare(1), so);
+    s.prefetch(2, guesses, 1);  // idle drives, but no period measured: no allowance yet
+    EXPECT_EQ(s.counters().prefetch_issued, 0u);
+    EXPECT_EQ(s.counters().prefetch_suppressed, 3u);
+    // Two requests 20 ms apart with one small read between them: the drives idled nearly all of
+    // the period, room for far more than three records.
+    request(s, first);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    request(s, first);
+    EXPECT_GE(s.drives_idle_seconds(), 0.02);  // the sleep, at least
+    EXPECT_GT(s.home_stats()[0].busy_seconds, 0.0);  // the first request's read
     s.set_home_delay(0, 0.3);
-    s.prefetch(1, one, 1);  // the drives idle: read
-    EXPECT_EQ(s.counters().prefetch_issued, 1u);
-    EXPECT_EQ(s.counters().prefetch_suppressed, 0u);
-    s.prefetch(2, other, 1);  // that read is in flight: gated
-    EXPECT_EQ(s.counters().prefetch_issued, 1u);
-    EXPECT_EQ(s.counters().prefetch_suppressed, 1u);
+    s.prefetch(2, guesses, 1);  // idle: read
+    EXPECT_EQ(s.counters().prefetch_issued, 3u);
+    EXPECT_EQ(s.counters().prefetch_idle, 3u);
+    EXPECT_EQ(s.counters().prefetch_suppressed, 3u);
+    s.prefetch(1, other, 1);  // those reads are in flight: gated
+    EXPECT_EQ(s.counters().prefetch_issued, 3u);
+    EXPECT_EQ(s.counters().prefetch_suppressed, 4u);
   }
   // Off (the default), idle drives change nothing.
   store::StreamOptions off = so;
   off.prefetch_when_idle = false;
   store::StreamingExperts t(prepare(1), off);
-  t.prefetch(1, one, 1);
+  request(t, first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  request(t, first);
+  t.prefetch(2, guesses, 1);
   EXPECT_EQ(t.counters().prefetch_issued, 0u);
-  EXPECT_EQ(t.counters().prefetch_suppressed, 1u);
+  EXPECT_EQ(t.counters().prefetch_suppressed, 3u);
+}
+
+// The allowance: what the drives could read in the time they idle, averaged over periods; nothing
+// while they are the bottleneck, and a long pause moves it as a period twice the average would.
+TEST(DriveSpare, IsWhatTheDrivesCouldReadWhileTheyIdle) {
+  store::DriveSpare d;
+  EXPECT_EQ(d.bytes(), 0.0);
+  d.add(0.0, 0.0, 1e9);  // meaningless periods are ignored
+  d.add(0.01, 0.01, 0.0);
+  EXPECT_EQ(d.bytes(), 0.0);
+  d.add(0.01, 0.01, 1e9);  // 10 ms, all idle, at 1 GB/s
+  EXPECT_DOUBLE_EQ(d.bytes(), 1e7);
+  for (int i = 0; i < 60; ++i) d.add(0.01, 0.0, 1e9);  // never idle: the bottleneck
+  EXPECT_LT(d.bytes(), 1e3);
+  for (int i = 0; i < 60; ++i) d.add(0.01, 0.0075, 1e9);  // a quarter busy
+  EXPECT_NEAR(d.bytes(), 7.5e6, 1e3);
+  d.add(10.0, 10.0, 1e9);  // a 10 s pause counts as 20 ms, all idle
+  EXPECT_NEAR(d.idle_share(), 0.8 * 0.75 + 0.2, 1e-3);
+  EXPECT_NEAR(d.bytes(), 0.8 * 1e7 * 1.2, 1e4);
 }
 
 // Kimi's layer loop hands over guesses two layers ahead when the provider asks, without moving a
@@ -695,6 +740,25 @@ TEST_F(StoreTest, StripedRecordsStreamBitIdenticalToResident) {
   EXPECT_EQ(store::parts_of(two.holders[1][0]).size(), 2u);
   auto e = engine("stream", double(slot) * 9 / 1e9, true);
   EXPECT_EQ(run_engine(*e, prompt, 10).tokens, ref.tokens);
+}
+
+// A read's time on idle drives, from the bandwidth estimates (the manifest's rates until reads
+// update them): a whole record at its home's rate, a striped one its slowest part.
+TEST_F(StoreTest, SoloReadTimeIsTheSlowestPartAtItsHomesRate) {
+  const store::ReaderOptions ro{.engine = "pread"};
+  {
+    store::Manifest m = prepare(1);
+    m.homes[0].read_bytes_per_s = 1e8;
+    store::ExpertReader r(m, ro);
+    EXPECT_NEAR(r.solo_seconds(1, 0), double(m.holders[1][0][0].length) / 1e8, 1e-12);
+  }
+  const std::vector<double> rates = {2e8, 1e8, 1e8};
+  const store::Manifest m = prepare_striped(3, rates);
+  store::ExpertReader r(m, ro);
+  double slowest = 0;
+  for (const store::Holder& h : m.holders[1][0]) slowest = std::max(slowest, double(h.length) / rates[size_t(h.home)]);
+  EXPECT_GT(slowest, 0.0);
+  EXPECT_NEAR(r.solo_seconds(1, 0), slowest, 1e-12);
 }
 
 // The parts: whole 4 KiB pages in proportion to the rates (largest remainders get the spare
