@@ -6,6 +6,7 @@
 # Usage: bench_run.sh <sluice> <source-dir>
 set -euo pipefail
 sluice=$1
+src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -66,6 +67,29 @@ for g in groups[:2]:
     assert abs(d["io_floor_min_s_per_token"] - mn / d["raw_read_bytes_per_s"]["median"]) < 1e-9 * max(1.0, mn)
     assert d["prefill_min_bytes"]["median"] > 0
 assert all(f["bytes_per_s"] > 0 for f in floors)
+PY
+
+# bench/cache_bounds.py replays a run's router trace: its MIN and best fixed content are the
+# harness's for that run (same slots, same slot bytes), and no cache reads less than MIN. The
+# cache holds 24 of the 128 experts, so the decode must read.
+"$sluice" bench run --model "$work/m" --prompt-ids 1,2,3,4,5 --max-new 6 --reps 1 --quiet \
+  --arm "small:--cache-gb 0.0001" --floor --floor-seconds 0.2 --out "$work/small" > /dev/null
+python3 - "$work/small" "$work/m/sluice-manifest.json" "$src/bench/cache_bounds.py" <<'PY'
+import glob, json, subprocess, sys
+out, manifest, script = sys.argv[1:4]
+slot = json.load(open(manifest))["slot_bytes"]
+d = json.load(open(out + "/results.json"))["groups"][0]["derived"]
+trace = glob.glob(out + "/runs/*-small.trace.jsonl")[0]
+ends = [json.loads(l) for l in open(trace.replace(".trace.", ".events.")) if '"run_end"' in l]
+slots = ends[-1]["stats"]["store"]["cache_slots"]
+b = json.loads(subprocess.run([sys.executable, script, "--json", "--slots", str(slots), "--horizons", "1,2,1000", trace],
+                              check=True, capture_output=True, text=True).stdout)
+rpt = b["reads_per_token"]
+assert b["tokens"] == 5 and rpt["MIN"] > 0, b
+assert abs(rpt["MIN"] * slot - d["min_bytes_per_token"]["median"]) <= 1e-6 * slot, (rpt, d["min_bytes_per_token"])
+assert abs(rpt["static"] * slot - d["static_bytes_per_token"]["median"]) <= 1e-6 * slot, (rpt, d["static_bytes_per_token"])
+assert set(rpt) == {"MIN", "static", "LRU", "LFU", "LFU+next 1", "LFU+next 2", "LFU+next 1000"}, rpt
+assert all(v >= rpt["MIN"] for v in rpt.values()), rpt
 PY
 
 # Prefill-only runs give the read-once ratio (bytes read / union of routed experts).
