@@ -329,10 +329,7 @@ double ExpertReader::total_bandwidth() const {
 
 bool ExpertReader::idle() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!queue_.empty()) return false;
-  for (int n : inflight_)
-    if (n > 0) return false;
-  return true;
+  return idle_;  // every part is queued or in flight until it settles (a dispatch moves it under mu_)
 }
 
 int ExpertReader::pick_holder(Job& j) {

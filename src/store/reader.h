@@ -161,7 +161,8 @@ class ExpertReader {
   std::deque<uint64_t> queue_;                    // part ids
   uint64_t next_id_ = 1;
   bool stop_ = false;
-  // Idle spans (no part queued or in flight): their total so far, and the current one's start.
+  // Idle spans (no part queued or in flight, i.e. jobs_ empty; note_activity keeps idle_ so):
+  // their total so far, and the current one's start.
   bool idle_ = true;
   double idle_total_ = 0;
   std::chrono::steady_clock::time_point idle_since_ = std::chrono::steady_clock::now();
