@@ -90,28 +90,17 @@ struct Weight {
 };
 
 // out[i] = W[r, i] widened for an FP8 weight (4-byte aligned scales): the e4m3 value times its
-// 128x128 block's scale, one fp32 product (DeepSeek's dequantization). A weight checked free of NaN
-// codes (fp8_finite) decodes by integer arithmetic, which vectorises: the sign-extended byte
-// shifted left by 20 and masked is an fp32 of value e4m3 × 2^-120 (exact, subnormal codes
-// included), and × (scale × 2^120) rounds the same exact product e4m3 × scale once, as the table
-// does (the 2^120 moves no value out of range while scale × 2^120 is finite; else the table).
+// 128x128 block's scale, one fp32 product (DeepSeek's dequantization), through the table of exact
+// values (never an fp32 subnormal operand: Intel cores take a microcode assist for each). The
+// CPU device widens through its ISA's widen_fp8 (kernels/cpu/kernels.h), which gives these bits.
 inline void fp8_widen_row(const Weight& w, int64_t r, float* out) {
   const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.cols;
   const float* s = static_cast<const float*>(w.scales) + (r / kFp8Block) * ((w.cols + kFp8Block - 1) / kFp8Block);
+  const float* lut = e4m3_table();
   for (int64_t c0 = 0; c0 < w.cols; c0 += kFp8Block) {
-    const float scale = s[c0 / kFp8Block], lifted = scale * 0x1p120f;
+    const float scale = s[c0 / kFp8Block];
     const int64_t c1 = c0 + kFp8Block < w.cols ? c0 + kFp8Block : w.cols;
-    if (w.fp8_finite && __builtin_isfinite(lifted)) {
-      for (int64_t i = c0; i < c1; ++i) {
-        const uint32_t bits = (uint32_t(int32_t(int8_t(row[i]))) << 20) & 0x87f00000u;
-        float raw;
-        __builtin_memcpy(&raw, &bits, 4);
-        out[i] = raw * lifted;
-      }
-    } else {
-      const float* lut = e4m3_table();
-      for (int64_t i = c0; i < c1; ++i) out[i] = lut[row[i]] * scale;
-    }
+    for (int64_t i = c0; i < c1; ++i) out[i] = lut[row[i]] * scale;
   }
 }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <xmmintrin.h>
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
@@ -181,9 +183,11 @@ double tolerance(const Weight& w, const float* x, int64_t r) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// Every SIMD kernel set: the CPU's ISAs and, on a CPU with AVX-512 VBMI, the AVX-512 set without
+// the VBMI kernels too.
 std::vector<const Isa*> simd_isas() {
   std::vector<const Isa*> out;
-  for (const Isa* isa : available_isas())
+  for (const Isa* isa : isa_variants())
     if (isa != &scalar_isa()) out.push_back(isa);
   return out;
 }
@@ -290,7 +294,7 @@ TEST(KernelMatmul, Mxfp4MatchesScalarOnOddSizes) {
 TEST(KernelMatmul, Fp8MatchesTheDequantizedProduct) {
   std::mt19937_64 rng(test_seed() + 3);
   const int64_t shapes[][2] = {{1, 1}, {3, 127}, {7, 128}, {130, 129}, {200, 300}, {576, 260}};
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1], n = 3;
       SCOPED_TRACE(cat("isa=", isa->name, " rows=", rows, " cols=", cols, " seed=", test_seed()));
@@ -322,7 +326,7 @@ TEST(KernelMatmul, Int4MatchesScalarOnOddSizes) {
 TEST(KernelMatmul, Int4MatchesTheDequantizedProduct) {
   std::mt19937_64 rng(test_seed() + 12);
   const int64_t shapes[][3] = {{1, 32, 1}, {5, 96, 3}, {13, 544, 4}, {64, 7168, 1}, {96, 2048, 2}};
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1], n = sh[2];
       SCOPED_TRACE(cat("isa=", isa->name, " rows=", rows, " cols=", cols, " seed=", test_seed()));
@@ -365,7 +369,10 @@ TEST(KernelInt4, GroupValuesAreRoundedProducts) {
 // exact product whatever the summation order: every ISA must give exactly bf16(q·s) · x.
 TEST(KernelInt4, AllCodesAllPositionsExtremeScalesExact) {
   const int64_t cols = 64, groups = 2;
-  const float scales_f[] = {1.0f + 3.0f / 128, -0.0068359375f, 0x1.fep+125f, 0x1p-130f, 0x1.5p-120f, 3e38f};
+  // Ordinary, negative, huge, subnormal, tiny and overflowing scales, and both sides of each end of
+  // the exponent range the VBMI kernel multiplies out (fields 7 | 8 and 250 | 251).
+  const float scales_f[] = {1.0f + 3.0f / 128, -0.0068359375f, 0x1.fep+125f, 0x1p-130f, 0x1.5p-120f, 3e38f,
+                            0x1.7p-120f, -0x1.7p-119f, 0x1.9ap+123f, -0x1.9ap+124f};
   const int64_t rows = 16 * int64_t(std::size(scales_f));
   std::vector<uint32_t> words(static_cast<size_t>(rows * cols / 8), 0);
   std::vector<uint16_t> scales(static_cast<size_t>(rows * groups));
@@ -377,7 +384,7 @@ TEST(KernelInt4, AllCodesAllPositionsExtremeScalesExact) {
   Weight w{WeightType::INT4_G32, rows, cols, words.data(), scales.data()};
   std::vector<float> x(static_cast<size_t>(cols * cols), 0.0f);
   for (int64_t i = 0; i < cols; ++i) x[size_t(i * cols + i)] = 1.0f;
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     std::vector<float> y(static_cast<size_t>(cols * rows));
     linear_on(*isa, w, x.data(), cols, y.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -434,7 +441,7 @@ TEST(KernelFp8, EveryCodeAndNanRowsOnEveryIsa) {
   for (int64_t c = 0; c < 2 * cols; ++c) x[size_t(c)] = float((c * 13) % 17) / 8.0f - 1.0f;
   std::vector<float> want(size_t(2 * rows)), got(size_t(2 * rows));
   linear_on(scalar_isa(), w, x.data(), 2, want.data());
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     linear_on(*isa, w, x.data(), 2, got.data());
     for (int64_t i = 0; i < 2 * rows; ++i) {
       const int64_t r = i % rows;
@@ -471,7 +478,7 @@ TEST(KernelFp8, NanCodeScanFindsExactlyTheNanCodes) {
 TEST(KernelFp8, CheckedWeightsGiveTheUncheckedBits) {
   std::mt19937_64 rng(test_seed() + 21);
   const int64_t shapes[][2] = {{9, 300}, {576, 260}, {130, 1024}};
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     for (const auto& sh : shapes) {
       TestWeight t = random_weight(WeightType::FP8_E4M3, sh[0], sh[1], rng);
       ASSERT_FALSE(fp8_has_nan_code(static_cast<const uint8_t*>(t.w.data), size_t(sh[0] * sh[1])));
@@ -483,6 +490,65 @@ TEST(KernelFp8, CheckedWeightsGiveTheUncheckedBits) {
         linear_on(*isa, checked, x.data(), n, b.data());
         EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
             << isa->name << " rows " << sh[0] << " cols " << sh[1] << " n " << n;
+      }
+    }
+  }
+}
+
+// No kernel hands a floating-point unit a subnormal operand or relies on MXCSR's modes: with
+// denormals-are-zero and flush-to-zero set, every product gives the bits it gives without them.
+// (Intel cores take a microcode assist, some hundred cycles, for each subnormal operand: decoding
+// an FP8 subnormal code into an fp32 subnormal made DeepSeek-V3's products 25x slower there, and
+// under DAZ that decode reads those codes as zero, which this test would catch.) Random FP8 bytes
+// hold every subnormal code; the other formats' random weights are normal numbers.
+TEST(KernelMatmul, NoSubnormalOperandsOnAnyPath) {
+  std::mt19937_64 rng(test_seed() + 31);
+  const unsigned saved = _mm_getcsr();
+  for (const Isa* isa : isa_variants()) {
+    for (WeightType type :
+         {WeightType::F32, WeightType::BF16, WeightType::MXFP4, WeightType::FP8_E4M3, WeightType::INT4_G32}) {
+      TestWeight t = random_weight(type, 37, 320, rng);
+      for (int64_t n : {1, 3}) {
+        std::vector<float> x = random_vectors(n * 320, rng), plain(size_t(n * 37)), flushed(plain.size());
+        linear_on(*isa, t.w, x.data(), n, plain.data());
+        _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+        linear_on(*isa, t.w, x.data(), n, flushed.data());
+        _mm_setcsr(saved);
+        EXPECT_EQ(std::memcmp(plain.data(), flushed.data(), plain.size() * 4), 0)
+            << isa->name << " " << type_name(type) << " n " << n;
+      }
+    }
+    TestWeight t = random_weight(WeightType::FP8_E4M3, 3, 300, rng);
+    std::vector<float> plain(300), flushed(300);
+    isa->widen_fp8(t.w, 1, plain.data());
+    _mm_setcsr(saved | 0x8040u);
+    isa->widen_fp8(t.w, 1, flushed.data());
+    _mm_setcsr(saved);
+    EXPECT_EQ(std::memcmp(plain.data(), flushed.data(), plain.size() * 4), 0) << isa->name << " widen_fp8";
+  }
+}
+
+// Every ISA's FP8 row widening gives fp8_widen_row's bits (each value times its block's scale,
+// rounded once), partial chunks and blocks included, NaN codes as NaN.
+TEST(KernelFp8, WideningGivesTheTableBits) {
+  std::mt19937_64 rng(test_seed() + 32);
+  for (const Isa* isa : isa_variants()) {
+    for (int64_t cols : {1, 15, 63, 64, 65, 130, 300, 576}) {
+      TestWeight t = random_weight(WeightType::FP8_E4M3, 130, cols, rng);
+      t.packed[size_t(129 * cols + cols / 2)] = 0xff;
+      for (int64_t r : {0, 127, 128, 129}) {
+        std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols), 7.0f);
+        fp8_widen_row(t.w, r, want.data());
+        isa->widen_fp8(t.w, r, got.data());
+        for (int64_t c = 0; c < cols; ++c) {
+          if (std::isnan(want[size_t(c)])) {
+            EXPECT_TRUE(std::isnan(got[size_t(c)])) << isa->name << " cols " << cols << " row " << r << " col " << c;
+            continue;
+          }
+          ASSERT_TRUE(same_bits(want[size_t(c)], got[size_t(c)]))
+              << isa->name << " cols " << cols << " row " << r << " col " << c << ": " << want[size_t(c)] << " vs "
+              << got[size_t(c)];
+        }
       }
     }
   }
@@ -505,7 +571,7 @@ TEST(KernelMatmul, MatchesScalarOnK3ExpertShapes) {
 TEST(KernelMatmul, Mxfp4ExtremeScaleRowsMatchScalar) {
   std::mt19937_64 rng(test_seed() + 3);
   const int64_t rows = 13, cols = 192, blocks = cols / 32, n = 6;
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     SCOPED_TRACE(cat("isa=", isa->name, " seed=", test_seed()));
     TestWeight t = random_weight(WeightType::MXFP4, rows, cols, rng);
     t.scales[2 * blocks + 1] = 254;
@@ -597,7 +663,7 @@ void expect_batch_invariant(const Isa& isa, WeightType type, int64_t rows, int64
 
 TEST(KernelBatchInvariance, DenseBitExact) {
   std::mt19937_64 rng(test_seed() + 4);
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     for (WeightType type : {WeightType::F32, WeightType::BF16}) {
       expect_batch_invariant(*isa, type, 37, 203, 9, rng);
       expect_batch_invariant(*isa, type, 300, 64, 5, rng);
@@ -610,7 +676,7 @@ TEST(KernelBatchInvariance, DenseBitExact) {
 
 TEST(KernelBatchInvariance, Int4BitExact) {
   std::mt19937_64 rng(test_seed() + 13);
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     expect_batch_invariant(*isa, WeightType::INT4_G32, 37, 224, 9, rng);
     expect_batch_invariant(*isa, WeightType::INT4_G32, 300, 64, 5, rng);
     expect_batch_invariant(*isa, WeightType::INT4_G32, 6, 544, 13, rng);
@@ -619,7 +685,7 @@ TEST(KernelBatchInvariance, Int4BitExact) {
 
 TEST(KernelBatchInvariance, Mxfp4BitExact) {
   std::mt19937_64 rng(test_seed() + 5);
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     expect_batch_invariant(*isa, WeightType::MXFP4, 37, 224, 9, rng);
     expect_batch_invariant(*isa, WeightType::MXFP4, 300, 64, 5, rng);
     expect_batch_invariant(*isa, WeightType::MXFP4, 6, 544, 13, rng);
@@ -672,7 +738,7 @@ TEST(KernelMxfp4, AllCodesAllPositionsExtremeScalesExact) {
     const double xv = std::ldexp(1.0, x_exp);
     std::vector<float> x(static_cast<size_t>(cols * cols), 0.0f);
     for (int64_t i = 0; i < cols; ++i) x[size_t(i * cols + i)] = float(xv);
-    for (const Isa* isa : available_isas()) {
+    for (const Isa* isa : isa_variants()) {
       std::vector<float> y(static_cast<size_t>(cols * rows));
       linear_on(*isa, w, x.data(), cols, y.data());
       for (int64_t i = 0; i < cols; ++i) {
@@ -697,7 +763,7 @@ TEST(KernelMxfp4, LargestScaleSumsStayFinite) {
   std::vector<uint8_t> scales(static_cast<size_t>(rows * blocks), 254);
   Weight w{WeightType::MXFP4, rows, cols, packed.data(), scales.data()};
   std::vector<float> x(static_cast<size_t>(cols), std::ldexp(1.0f, -40));
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     std::vector<float> y(static_cast<size_t>(rows));
     linear_on(*isa, w, x.data(), 1, y.data());
     for (int64_t r = 0; r < rows; ++r)

@@ -186,6 +186,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
   const float scale = s.scale;
   const bool causal = s.causal;
   const ContextRowsFn context = isa().context_rows;
+  const WidenFp8Fn widen_fp8 = isa().widen_fp8;
   const TileScoresFn scores = isa().tile_scores;
   const TileSoftmaxFn softmax_tile = isa().tile_softmax;
   ThreadPool::global().parallel_for(slots, 1, [&](int64_t c0, int64_t c1) {
@@ -209,7 +210,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
           std::fill(qrow, qrow + kvr, 0.0f);
           for (int64_t i = 0; i < nope; ++i) {
             if (fp8) {
-              fp8_widen_row(kv_b, k_row0 + i, wide);
+              widen_fp8(kv_b, k_row0 + i, wide);
               for (int64_t j = 0; j < kvr; ++j) qrow[j] += qh[i] * wide[j];
             } else {
               weight_axpy_row(qh[i], kv_b, k_row0 + i, qrow);
@@ -233,7 +234,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
             // depend on how its rows are grouped).
             for (int64_t j = 0; j < vd; j += kRowsWide) {
               const int64_t rows = std::min(kRowsWide, vd - j);
-              for (int64_t k = 0; k < rows; ++k) fp8_widen_row(kv_b, v_row0 + j + k, wide + k * kvr);
+              for (int64_t k = 0; k < rows; ++k) widen_fp8(kv_b, v_row0 + j + k, wide + k * kvr);
               row_expand(wide, kvr, ctx, kvr, rows, [](float x) { return x; }, o + j);
             }
           } else if (kv_b.type == WeightType::BF16)
@@ -281,7 +282,7 @@ void CpuDevice::mla_attention(const MlaOp& s, const Buf& qb, const Buf& latent, 
         if (fp8)
           expand(
               [&](int64_t row) -> const float* {
-                fp8_widen_row(kv_b, row, wide);
+                widen_fp8(kv_b, row, wide);
                 return wide;
               },
               [](float x) { return x; });

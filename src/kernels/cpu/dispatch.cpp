@@ -14,7 +14,7 @@ namespace {
 const Isa* initial_isa() {
   const char* env = std::getenv("SLUICE_ISA");
   if (env && *env) {
-    for (const Isa* isa : available_isas())
+    for (const Isa* isa : isa_variants())
       if (std::string(isa->name) == env) return isa;
     fail("SLUICE_ISA=", env, " is not available on this CPU (choose scalar, avx2 or avx512)");
   }
@@ -50,10 +50,16 @@ std::vector<const Isa*> available_isas() {
   return out;
 }
 
+std::vector<const Isa*> isa_variants() {
+  std::vector<const Isa*> out = available_isas();
+  if (const Isa* plain = avx512_plain_isa()) out.push_back(plain);
+  return out;
+}
+
 const Isa& active_isa() { return *active_slot(); }
 
 void set_active_isa(std::string_view name) {
-  for (const Isa* isa : available_isas()) {
+  for (const Isa* isa : isa_variants()) {
     if (name == isa->name) {
       active_slot() = isa;
       return;

@@ -42,6 +42,9 @@ using GatedActFn = void (*)(const Activation& a, float* g, const float* u, int64
 // same bits on every ISA.
 enum class Unary : uint8_t { Sigmoid, Silu };
 using UnaryFn = void (*)(Unary f, const float* x, float* y, int64_t n);
+// out[c] = W[r, c] for an FP8 weight: the e4m3 value times its block's scale, one rounding each
+// (fp8_widen_row's bits), for the MLA attention's kv_b rows.
+using WidenFp8Fn = void (*)(const Weight& w, int64_t r, float* out);
 
 struct Isa {
   const char* name;
@@ -56,21 +59,38 @@ struct Isa {
   ContextRowsFn context_rows;  // the absorbed attention's latent sums
   DeltaStepFn delta_step;      // KDA's recurrence
   UnaryFn unary;               // σ and SiLU of a row (KDA's conv and gates, the output gates)
+  WidenFp8Fn widen_fp8;        // an FP8 row widened to fp32
+  // The kernel set's own name where one ISA has two (AVX-512 with and without the VBMI kernels,
+  // whose FP8 sums differ in order): "avx512-vbmi" and "avx512". Null: the ISA's name.
+  const char* kernel_set = nullptr;
 };
+inline const char* kernel_set_name(const Isa& isa) { return isa.kernel_set ? isa.kernel_set : isa.name; }
 
 const Isa& scalar_isa();
-// The FP8 products of the SIMD ISAs (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp), and their
-// activations times 2^60 (exact; rows of `cols` floats in a per-thread buffer reused by the next call).
+// A per-thread buffer of at least `floats` floats for a product's rearranged activations, reused by
+// the thread's next call (grows, never shrinks: no allocation once the largest pass has run).
+float* product_scratch(size_t floats);
+// The FP8 products of the SIMD ISAs: the F16C decode (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp),
+// whose activations are scaled by 2^8 (exact; in product_scratch) and whose NaN codes decode by
+// fp8_value_scaled (the e4m3 value times 2^-8), and the table decode of AVX-512 VBMI
+// (matmul_fp8_vbmi.cpp), with its widening of one row (widen_fp8_vbmi: fp8_widen_row's values).
 const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int64_t cols);
+float fp8_value_scaled(uint8_t code);
 void matmul_fp8_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                      int64_t r1);
 void matmul_fp8_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                        int64_t r1);
-// The INT4_G32 products of the SIMD ISAs (matmul_int4_avx2.cpp, matmul_int4_avx512.cpp).
+void matmul_fp8_vbmi(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1);
+void widen_fp8_vbmi(const Weight& w, int64_t r, float* out);
+// The INT4_G32 products of the SIMD ISAs (matmul_int4_avx2.cpp, matmul_int4_avx512.cpp, and
+// matmul_int4_vbmi.cpp with the same bits as the AVX-512 one).
 void matmul_int4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                       int64_t r1);
 void matmul_int4_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                         int64_t r1);
+void matmul_int4_vbmi(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1);
 // The gated activations: the scalar loop (ops.cpp) and its 8- and 16-lane forms (act_avx2.cpp,
 // act_avx512.cpp).
 void gated_act_scalar(const Activation& a, float* g, const float* u, int64_t n);
@@ -104,7 +124,15 @@ void delta_step_avx2(const float* S_in, float* S, int64_t dk, int64_t dv, const 
 void delta_step_avx512(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
                        const float* v, const float* g, float beta, float* kv_mem, float* o);
 const Isa* avx2_isa();    // nullptr when not compiled in or not supported by this CPU
-const Isa* avx512_isa();  // likewise
+// Likewise; on a CPU with AVX-512 VBMI its FP8 and INT4 products and FP8 widening are the VBMI
+// ones (matmul_fp8_vbmi.cpp, matmul_int4_vbmi.cpp).
+const Isa* avx512_isa();
+// The AVX-512 table without the VBMI kernels, where the CPU has VBMI (so tests and benchmarks reach
+// both forms on one machine); nullptr elsewhere (avx512_isa() is then that table).
+const Isa* avx512_plain_isa();
+// available_isas() and, where it exists, avx512_plain_isa(): every kernel set the tests check.
+std::vector<const Isa*> isa_variants();
+void widen_fp8_scalar(const Weight& w, int64_t r, float* out);
 std::vector<const Isa*> available_isas();  // scalar first
 const Isa& active_isa();                   // best available, or SLUICE_ISA's choice
 void set_active_isa(std::string_view name);  // throws sluice::Error for an unknown/unsupported name

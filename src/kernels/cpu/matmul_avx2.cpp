@@ -243,7 +243,8 @@ namespace detail {
 // The ISA table, or nullptr where the CPU lacks the features.
 const Isa* avx2_isa() {
   static const Isa isa{"avx2", matmul_f32_avx2, matmul_bf16_avx2, matmul_mxfp4_avx2, matmul_fp8_avx2,
-                       matmul_int4_avx2, gated_act_avx2, tile_scores_avx2, tile_softmax_v4, context_rows_avx2, delta_step_avx2, unary_avx2};
+                       matmul_int4_avx2, gated_act_avx2, tile_scores_avx2, tile_softmax_v4, context_rows_avx2, delta_step_avx2, unary_avx2,
+                       widen_fp8_scalar};
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();

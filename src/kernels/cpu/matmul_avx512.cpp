@@ -413,16 +413,38 @@ namespace detail {
 }  // namespace detail
 
 // The ISA table, or nullptr where the CPU lacks the features.
-const Isa* avx512_isa() {
-  static const Isa isa{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_avx512,
-                       matmul_int4_avx512, gated_act_avx512, tile_scores_avx512, tile_softmax_avx512, context_rows_avx512, delta_step_avx512, unary_avx512};
+namespace {
+
+bool cpu_has_avx512() {
   static const bool supported = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("fma") && cpu_has_f16c();
   }();
-  return supported ? &isa : nullptr;
+  return supported;
 }
+
+bool cpu_has_avx512_vbmi() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vbmi"); }
+
+// The table without VBMI kernels (named apart only where both exist on one CPU).
+const Isa& plain_isa() {
+  static const Isa isa{cpu_has_avx512_vbmi() ? "avx512-novbmi" : "avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_avx512,
+                       matmul_int4_avx512, gated_act_avx512, tile_scores_avx512, tile_softmax_avx512,
+                       context_rows_avx512, delta_step_avx512, unary_avx512, widen_fp8_scalar, "avx512"};
+  return isa;
+}
+
+}  // namespace
+
+const Isa* avx512_isa() {
+  static const Isa vbmi{"avx512", matmul_f32_avx512, matmul_bf16_avx512, matmul_mxfp4_avx512, matmul_fp8_vbmi,
+                        matmul_int4_vbmi, gated_act_avx512, tile_scores_avx512, tile_softmax_avx512,
+                        context_rows_avx512, delta_step_avx512, unary_avx512, widen_fp8_vbmi, "avx512-vbmi"};
+  if (!cpu_has_avx512()) return nullptr;
+  return cpu_has_avx512_vbmi() ? &vbmi : &plain_isa();
+}
+
+const Isa* avx512_plain_isa() { return cpu_has_avx512_vbmi() ? &plain_isa() : nullptr; }
 
 }  // namespace sluice::kernels

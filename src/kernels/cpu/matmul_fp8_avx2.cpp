@@ -1,9 +1,9 @@
-// AVX2 + FMA product of FP8 e4m3 weights with F32 128x128 block scales and fp32 activations: the
-// fallback for CPUs without AVX-512, decoding as matmul_fp8_avx512.cpp does (a sign-extended byte
-// shifted into an fp32's sign, exponent and mantissa fields: the value times 2^-120, the 2^120 carried
-// by the activations and the block scales; NaN codes by the scalar rule, found by a per-block scan
-// unless the weight is marked fp8_finite), 8 lanes per step, per
-// (row, vector) a fixed sequence of operations.
+// AVX2 + FMA + F16C product of FP8 e4m3 weights with F32 128x128 block scales and fp32
+// activations: the fallback for CPUs without AVX-512, decoding as matmul_fp8_avx512.cpp does (a
+// sign-extended byte shifted into an fp16's sign, exponent and mantissa fields, the value times
+// 2^-8, widened exactly to a normal fp32 by vcvtph2ps; the 2^8 carried by the activations; NaN
+// codes by the scalar rule, found by a per-block scan unless the weight is marked fp8_finite),
+// 8 lanes per step, per (row, vector) a fixed sequence of operations.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,18 +24,19 @@ inline float reduce8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// The values times 2^-120 of 8 bytes at p (count < 8: the rest read as 0), by the scalar rule when
+// The values times 2^-8 of 8 bytes at p (count < 8: the rest read as 0), by the scalar rule when
 // one is a NaN code.
 inline __m256 load8(const uint8_t* p, int count, bool has_nan) {
   if (has_nan || count < 8) {
     alignas(32) float v[8] = {};
-    for (int i = 0; i < count; ++i) v[i] = e4m3_to_f32(p[i]) * 0x1p-120f;  // exact: ≤ 4 significant bits
+    for (int i = 0; i < count; ++i) v[i] = fp8_value_scaled(p[i]);
     return _mm256_load_ps(v);
   }
   int64_t raw;
   std::memcpy(&raw, p, 8);
-  const __m256i sx = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(raw));
-  return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(sx, 20), _mm256_set1_epi32(int32_t(0x87f00000u))));
+  const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(raw)), 7),
+                                  _mm_set1_epi16(int16_t(0xbf80)));
+  return _mm256_cvtph_ps(h);
 }
 
 inline bool any_nan(const uint8_t* p, int64_t count) {
@@ -81,7 +82,7 @@ void fp8_rows(const uint8_t* w, bool finite, const float* const* srow, int64_t c
       for (int r = 0; r < R; ++r) part[r] = _mm256_fmadd_ps(load8(w + r * cols + c, count, nan[r]), xv, part[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) total[r] = _mm256_fmadd_ps(part[r], _mm256_set1_ps(srow[r][b] * 0x1p60f), total[r]);
+    for (int r = 0; r < R; ++r) total[r] = _mm256_fmadd_ps(part[r], _mm256_set1_ps(srow[r][b]), total[r]);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) y[r] = reduce8(total[r]);

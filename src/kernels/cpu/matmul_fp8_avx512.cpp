@@ -1,14 +1,15 @@
 // AVX-512 product of FP8 e4m3 weights with F32 128x128 block scales (DeepSeek-V3's released
-// format) and fp32 activations. Decoding is exact arithmetic on the byte: sign-extended to 32 bits
-// and shifted left by 20, the byte's sign lands in bit 31 and its 4 exponent and 3 mantissa bits in
-// bits 23..26 and 20..22 (a mask clears the sign copies in bits 27..30); read as an fp32 that is the
-// e4m3 value times 2^-120 (subnormal codes become fp32 subnormals, exactly). The 2^120 is not
-// multiplied back per weight: the activations are scaled by 2^60 once per call and each block's
-// scale by 2^60 (powers of two: exact), so a weight costs a load-and-widen, a shift, a mask and an
-// FMA. NaN codes (0x7f, 0xff) never occur in valid checkpoints; a block row that holds one is
-// decoded by the scalar rule instead, so the result is NaN as the scalar kernel's. The scan that
-// finds them (about a fifth of the work) is skipped for weights marked fp8_finite (the loaders
-// check resident weights once).
+// format) and fp32 activations, for AVX-512 CPUs without VBMI (Skylake-X, Cascade Lake; the others
+// take matmul_fp8_vbmi.cpp's table decode). Decoding is exact arithmetic on the byte: sign-extended
+// to 16 bits, shifted left by 7 and masked, the byte's sign lands in bit 15 and its 4 exponent and 3
+// mantissa bits in bits 10..13 and 7..9: an fp16 of the e4m3 value times 2^-8, which vcvtph2ps
+// widens exactly to a normal fp32 (fp16 subnormals, from e4m3 subnormal codes, included). No FMA
+// operand is an fp32 subnormal (Intel cores take a microcode assist per such operand; the earlier
+// decode into fp32 fields made every subnormal code one), and no MXCSR mode is relied on. The 2^8
+// is carried by the activations (scaled once per call, exact). NaN codes (0x7f, 0xff) never occur
+// in valid checkpoints; a block row that holds one is decoded by the scalar rule instead, so the
+// result is NaN as the scalar kernel's. The scan that finds them is skipped for weights marked
+// fp8_finite (the loaders check resident weights once).
 // Per (row, vector) the 16-lane partial sums of each 128-column block are multiplied by the block's
 // scale and accumulated, then reduced by a fixed tree: the same sequence of operations whatever
 // tile the output falls in (batch invariance, kernels/weight.h); the scalar kernel is the oracle.
@@ -38,24 +39,23 @@ constexpr auto kNextTileHint = N == 1 ? _MM_HINT_NTA : _MM_HINT_T1;
 constexpr int kRowTile = 8;
 constexpr int kRowTile2 = 4;
 
-// 16 e4m3 bytes (as 16 sign-extended dwords) -> their values times 2^-120 ("raw" values: the
-// activations carry 2^60 and the block scales the other 2^60, so no multiply is spent per weight).
-inline __m512 decode16(__m512i sx) {
-  const __m512i keep = _mm512_set1_epi32(int32_t(0x87f00000u));
-  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(sx, 20), keep));
+// 16 e4m3 bytes -> their values times 2^-8 (the activations carry the 2^8).
+inline __m512 decode16(__m128i raw) {
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(raw), 7), _mm256_set1_epi16(int16_t(0xbf80)));
+  return _mm512_cvtph_ps(h);
 }
 
-// The raw values of 16 bytes at p (count < 16: the rest read as 0), by the scalar rule when one is
-// a NaN code.
+// The values times 2^-8 of 16 bytes at p (count < 16: the rest read as 0), by the scalar rule when
+// one is a NaN code.
 inline __m512 load16(const uint8_t* p, int count, bool has_nan) {
   if (has_nan) {
     alignas(64) float v[16] = {};
-    for (int i = 0; i < count; ++i) v[i] = e4m3_to_f32(p[i]) * 0x1p-120f;  // exact: ≤ 4 significant bits
+    for (int i = 0; i < count; ++i) v[i] = fp8_value_scaled(p[i]);
     return _mm512_load_ps(v);
   }
   const __m128i raw = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
                                   : _mm_maskz_loadu_epi8(__mmask16((1u << count) - 1u), p);
-  return decode16(_mm512_cvtepi8_epi32(raw));
+  return decode16(raw);
 }
 
 // Whether the `count` bytes at p hold a NaN code (0x7f or 0xff).
@@ -101,7 +101,7 @@ void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t c
         __m512 wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
-          wv[r] = decode16(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + r * cols + c))));
+          wv[r] = decode16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + r * cols + c)));
 #pragma GCC unroll 2
         for (int i = 0; i < N; ++i) {
           const __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
@@ -126,7 +126,7 @@ void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t c
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_set1_ps(srow[r][b] * 0x1p60f);
+      const __m512 s = _mm512_set1_ps(srow[r][b]);
 #pragma GCC unroll 2
       for (int i = 0; i < N; ++i) total[r][i] = _mm512_fmadd_ps(part[r][i], s, total[r][i]);
     }

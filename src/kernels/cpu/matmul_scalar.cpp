@@ -125,21 +125,29 @@ void matmul_int4_scalar(const Weight& w, const float* x, int64_t ldx, int64_t n,
 
 }  // namespace
 
-// The SIMD FP8 products decode weights as their values times 2^-120 and carry the 2^120 as 2^60
-// on the activations and 2^60 on the block scales. x·2^60 is exact unless |x| > 2^68; a product of
-// a decoded weight and x·2^60 is the true product times 2^-60, which falls below fp32's normal
-// range only when the true product is below 2^-66, far under the resolution of any block sum.
+// The F16C FP8 products (matmul_fp8_avx2.cpp, matmul_fp8_avx512.cpp) decode weights as fp16s of
+// their values times 2^-8 and carry the 2^8 on the activations: x·2^8 is exact unless |x| > 2^119.
 const float* fp8_scaled_activations(const float* x, int64_t ldx, int64_t n, int64_t cols) {
-  thread_local std::vector<float> xs;
-  xs.resize(size_t(n * cols));
+  float* xs = product_scratch(size_t(n * cols));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < cols; ++c) xs[size_t(i * cols + c)] = x[i * ldx + c] * 0x1p60f;
-  return xs.data();
+    for (int64_t c = 0; c < cols; ++c) xs[i * cols + c] = x[i * ldx + c] * 0x1p8f;
+  return xs;
+}
+
+float fp8_value_scaled(uint8_t code) { return e4m3_to_f32(code) * 0x1p-8f; }  // exact: ≤ 4 significant bits
+
+void widen_fp8_scalar(const Weight& w, int64_t r, float* out) { fp8_widen_row(w, r, out); }
+
+float* product_scratch(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
 }
 
 const Isa& scalar_isa() {
   static const Isa isa{"scalar", matmul_f32_scalar, matmul_bf16_scalar, matmul_mxfp4_scalar, matmul_fp8_scalar,
-                       matmul_int4_scalar, gated_act_scalar, tile_scores_v4, tile_softmax_v4, context_rows_v4, delta_step_generic, unary_scalar};
+                       matmul_int4_scalar, gated_act_scalar, tile_scores_v4, tile_softmax_v4, context_rows_v4, delta_step_generic, unary_scalar,
+                       widen_fp8_scalar};
   return isa;
 }
 
