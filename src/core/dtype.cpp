@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace sluice {
@@ -59,16 +60,18 @@ uint8_t f32_to_e4m3(float f) {
   if (std::isnan(f)) return 0x7f;
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   const float a = std::fabs(f);
-  // Magnitudes grow with the code 0x00..0x7e: the nearest is found by bisection.
-  int lo = 0, hi = 0x7e;
-  if (a >= e4m3_to_f32(0x7e)) return uint8_t(sign | 0x7e);
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (e4m3_to_f32(uint8_t(mid)) <= a ? lo : hi) = mid;
+  if (a >= 448.0f) return uint8_t(sign | 0x7e);  // saturate (the largest finite code)
+  if (a < 0x1p-6f) {
+    // Subnormal codes are multiples of 2^-9 (code 8, 2^-6, is the smallest normal): a·2^9 is
+    // exact, and rounding it to an integer, ties to even, is rounding to the nearest code.
+    return uint8_t(sign | uint8_t(std::nearbyint(a * 512.0f)));
   }
-  const float dlo = a - e4m3_to_f32(uint8_t(lo)), dhi = e4m3_to_f32(uint8_t(hi)) - a;
-  const int code = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
-  return uint8_t(sign | code);
+  // A normal e4m3 value is an fp32 whose mantissa has 3 bits: round the other 20 to nearest even
+  // (a carry moves into the exponent), then rebias the exponent from 127 to 7.
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  const uint32_t rounded = (bits + 0x7ffffu + ((bits >> 20) & 1u)) >> 20;
+  return uint8_t(sign | (rounded - ((127u - 7u) << 3)));
 }
 
 float f16_to_f32(uint16_t h) {

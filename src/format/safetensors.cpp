@@ -14,6 +14,8 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "core/regular_file.h"
@@ -355,9 +357,12 @@ const TensorInfo& TensorSet::get(const std::string& name) const {
   return *t;
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  // Validate everything before creating any file, so a bad call leaves nothing behind.
+namespace {
+
+// The header of a file holding `tensors` in order, validated (names, shapes) before any file is
+// made, padded with spaces so the data region starts 8-byte aligned; sizes[k] = tensor k's bytes.
+std::string safetensors_header(const std::string& path, const std::vector<TensorShape>& tensors,
+                               const std::map<std::string, std::string>& metadata, std::vector<uint64_t>& sizes) {
   json header = json::object();
   if (!metadata.empty()) {
     json meta = json::object();
@@ -365,7 +370,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     header[kMetadataKey] = meta;
   }
   uint64_t offset = 0;
-  for (const TensorToWrite& t : tensors) {
+  sizes.clear();
+  for (const TensorShape& t : tensors) {
     std::string at = cat(path, ": tensor ", quote_short(t.name));
     if (t.name.empty() || t.name == kMetadataKey) fail(at, ": invalid tensor name");
     if (header.contains(t.name)) fail(at, ": written twice");
@@ -374,13 +380,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
       if (d < 0) fail(at, ": negative dimension ", d);
       if (__builtin_mul_overflow(nbytes, uint64_t(d), &nbytes)) fail(at, ": shape overflows");
     }
-    if (t.bytes.size() != nbytes)
-      fail(at, ": has ", t.bytes.size(), " bytes but ", dtype_name(t.dtype), " shape ", json(t.shape).dump(),
-           " needs ", nbytes);
     header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
+    sizes.push_back(nbytes);
   }
   std::string text;
   try {
@@ -389,13 +393,73 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     fail(path, ": cannot encode the header (tensor names and metadata must be UTF-8): ", e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data region 8-byte aligned
+  return text;
+}
+
+}  // namespace
+
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorShape>& tensors,
+                                const std::map<std::string, std::string>& metadata, const ProduceBytes& produce,
+                                size_t chunk_bytes) {
+  std::vector<uint64_t> sizes;
+  const std::string text = safetensors_header(path, tensors, metadata, sizes);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+  uint64_t largest = 0;
+  for (uint64_t n : sizes) largest = std::max(largest, n);
+  const size_t chunk = size_t(std::max<uint64_t>(1, std::min<uint64_t>(chunk_bytes, largest)));
 
   write_atomic(path, [&](int fd, const std::string& tmp) {
     write_all(fd, len, sizeof len, tmp);
     write_all(fd, text.data(), text.size(), tmp);
-    for (const TensorToWrite& t : tensors) write_all(fd, t.bytes.data(), t.bytes.size(), tmp);
+    // Two buffers: one is filled while a second thread writes the other.
+    std::vector<std::byte> buffers[2] = {std::vector<std::byte>(chunk), std::vector<std::byte>(chunk)};
+    std::thread writer;
+    std::exception_ptr write_error;
+    auto finish_write = [&] {
+      if (writer.joinable()) writer.join();
+      if (write_error) std::rethrow_exception(std::exchange(write_error, nullptr));
+    };
+    struct JoinOnExit {
+      std::thread& t;
+      ~JoinOnExit() {
+        if (t.joinable()) t.join();
+      }
+    } join_on_exit{writer};
+    int current = 0;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      for (uint64_t offset = 0; offset < sizes[k]; offset += chunk) {
+        const size_t n = size_t(std::min<uint64_t>(chunk, sizes[k] - offset));
+        std::byte* data = buffers[current].data();
+        produce(k, offset, std::span<std::byte>(data, n));
+        finish_write();
+        writer = std::thread([&write_error, fd, data, n, &tmp] {
+          try {
+            write_all(fd, data, n, tmp);
+          } catch (...) {
+            write_error = std::current_exception();
+          }
+        });
+        current ^= 1;
+      }
+    }
+    finish_write();
+  });
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorShape> shapes;
+  for (const TensorToWrite& t : tensors) shapes.push_back({t.name, t.dtype, t.shape});
+  // Validate everything before creating any file, so a bad call leaves nothing behind.
+  std::vector<uint64_t> sizes;
+  safetensors_header(path, shapes, metadata, sizes);
+  for (size_t k = 0; k < tensors.size(); ++k)
+    if (tensors[k].bytes.size() != sizes[k])
+      fail(path, ": tensor ", quote_short(tensors[k].name), ": has ", tensors[k].bytes.size(), " bytes but ",
+           dtype_name(tensors[k].dtype), " shape ", json(tensors[k].shape).dump(), " needs ", sizes[k]);
+  write_safetensors_streamed(path, shapes, metadata, [&](size_t k, uint64_t offset, std::span<std::byte> out) {
+    std::memcpy(out.data(), tensors[k].bytes.data() + offset, out.size());
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -84,6 +85,21 @@ struct TensorToWrite {
 // in the given order; the header is padded with spaces to a multiple of 8 bytes.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// The same file with the tensors' bytes made while it is written, never all in memory: `produce(k,
+// offset, out)` fills `out` with bytes [offset, offset + out.size()) of tensor k. It is called in
+// file order with chunks of at most `chunk_bytes`, each while the previous chunk is being written
+// (a second thread writes), so making and writing overlap. A failure in produce removes the
+// temporary file like any other.
+struct TensorShape {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+using ProduceBytes = std::function<void(size_t tensor, uint64_t offset, std::span<std::byte> out)>;
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorShape>& tensors,
+                                const std::map<std::string, std::string>& metadata, const ProduceBytes& produce,
+                                size_t chunk_bytes = size_t(64) << 20);
 
 // Writes `text` to `path` atomically (temporary name, fsync, rename).
 void write_file_atomic(const std::string& path, std::string_view text);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "format/dspark_config.h"
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
@@ -23,11 +24,15 @@ namespace {
 
 using nlohmann::json;
 
-// splitmix64: a small portable generator, so checkpoints are identical on every platform.
+// splitmix64: a small portable generator, so checkpoints are identical on every platform. Its k-th
+// output depends only on the seed and k (the state advances by a constant), so any stretch of the
+// stream can be drawn on its own: at(seed, k) is the generator whose next() is output k.
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 struct Rng {
   uint64_t s;
+  static Rng at(uint64_t seed, uint64_t k) { return Rng{seed + k * kGolden}; }
   uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (s += kGolden);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -42,77 +47,121 @@ struct Rng {
 
 json layer_list(const std::vector<int64_t>& v) { return json(v); }
 
-void put(std::vector<std::byte>& out, DType dt, size_t i, double v) {
+void put(std::byte* out, DType dt, int64_t i, double v) {
   if (dt == DType::F32) {
     float f = float(v);
-    std::memcpy(out.data() + 4 * i, &f, 4);
+    std::memcpy(out + 4 * i, &f, 4);
   } else {
     uint16_t b = f32_to_bf16(float(v));
-    std::memcpy(out.data() + 2 * i, &b, 2);
+    std::memcpy(out + 2 * i, &b, 2);
   }
 }
 
-std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
+int64_t numel(const TensorSpec& t) {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
-  std::vector<std::byte> out(size_t(n * dtype_size(t.dtype)));
+  return n;
+}
+
+// Stream draws per element of each kind (a normal takes two uniforms), in element order.
+int64_t draws_per_element(Init init) {
+  switch (init) {
+    case Init::Normal: case Init::NormWeight: case Init::ResProj: case Init::DtBias: case Init::Conv:
+    case Init::Bias: case Init::Sink: case Init::CorrectionBias:
+      return 2;
+    case Init::BlockScale: case Init::ALog: case Init::Packed: case Init::GroupScale: case Init::Scale:
+      return 1;
+    case Init::MatrixShape:
+      return 0;
+  }
+  return 0;
+}
+
+// The draws a whole tensor takes (ALog draws only for its leading init_arg entries).
+uint64_t tensor_draws(const TensorSpec& t) {
+  const int64_t n = numel(t);
+  return uint64_t(t.init == Init::ALog ? std::min(n, t.init_arg) : n * draws_per_element(t.init));
+}
+
+// Elements [i0, i1) of tensor t, whose draws start at output `first` of the seed's stream, into
+// out (element i0 first): the values a sequential pass over the whole stream gives them.
+void fill_values(const TensorSpec& t, uint64_t seed, uint64_t first, int64_t i0, int64_t i1, std::byte* out) {
+  Rng rng = Rng::at(seed, first + uint64_t(i0 * draws_per_element(t.init)));
   const int64_t cols = t.shape.back();
+  out -= i0 * int64_t(dtype_size(t.dtype));  // index out by element number
   switch (t.init) {
     case Init::Normal: {
       if (t.dtype == DType::F8_E4M3) {
         // e4m3 codes of N(0, 16²); the block scales (BlockScale) bring the product to ~1/sqrt(cols).
-        for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(f32_to_e4m3(float(16.0 * rng.normal())));
+        for (int64_t i = i0; i < i1; ++i) out[i] = std::byte(f32_to_e4m3(float(16.0 * rng.normal())));
         break;
       }
       bool embedding = t.name.find("embed_tokens") != std::string::npos;
       double sd = embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), sd * rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, sd * rng.normal());
       break;
     }
     case Init::BlockScale:
-      for (int64_t i = 0; i < n; ++i)
-        put(out, t.dtype, size_t(i), (0.75 + 0.5 * rng.uniform()) / (16.0 * std::sqrt(double(t.init_arg))));
+      for (int64_t i = i0; i < i1; ++i)
+        put(out, t.dtype, i, (0.75 + 0.5 * rng.uniform()) / (16.0 * std::sqrt(double(t.init_arg))));
       break;
     case Init::NormWeight:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 1.0 + 0.1 * rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, 1.0 + 0.1 * rng.normal());
       break;
     case Init::ResProj:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), rng.normal() / std::sqrt(double(cols)));
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, rng.normal() / std::sqrt(double(cols)));
       break;
     case Init::ALog:
       // One value per head, zeros after (a per-channel misreading would use the zeros).
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), i < t.init_arg ? std::log(1.0 + 15.0 * rng.uniform()) : 0.0);
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, i < t.init_arg ? std::log(1.0 + 15.0 * rng.uniform()) : 0.0);
       break;
     case Init::DtBias:
     case Init::Conv:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.5 * rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, 0.5 * rng.normal());
       break;
     case Init::Bias:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.1 * rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, 0.1 * rng.normal());
       break;
     case Init::Sink:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, rng.normal());
       break;
     case Init::CorrectionBias:
-      for (int64_t i = 0; i < n; ++i) put(out, t.dtype, size_t(i), 0.05 * rng.normal());
+      for (int64_t i = i0; i < i1; ++i) put(out, t.dtype, i, 0.05 * rng.normal());
       break;
     case Init::Packed:
-      for (std::byte& b : out) b = std::byte(rng.next() & 0xff);
+      for (int64_t i = i0; i < i1; ++i) out[i] = std::byte(rng.next() & 0xff);
       break;
     case Init::GroupScale:
       // Uniform int4 codes have E[q²] = 21.5: these scales give weights of about 1/sqrt(cols).
-      for (int64_t i = 0; i < n; ++i)
-        put(out, t.dtype, size_t(i), (0.75 + 0.5 * rng.uniform()) / (std::sqrt(21.5) * std::sqrt(double(t.init_arg))));
+      for (int64_t i = i0; i < i1; ++i)
+        put(out, t.dtype, i, (0.75 + 0.5 * rng.uniform()) / (std::sqrt(21.5) * std::sqrt(double(t.init_arg))));
       break;
     case Init::MatrixShape: {
       const int32_t shape[2] = {int32_t(t.init_rows), int32_t(t.init_arg)};
-      std::memcpy(out.data(), shape, sizeof shape);
+      for (int64_t i = i0; i < i1; ++i) std::memcpy(out + 4 * i, &shape[i], 4);
       break;
     }
     case Init::Scale:
-      for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::byte(121 + rng.next() % 4);
+      for (int64_t i = i0; i < i1; ++i) out[i] = std::byte(121 + rng.next() % 4);
       break;
   }
+}
+
+// Elements [i0, i1) as fill_values gives them, split over the thread pool in pieces of at least
+// 64 Ki elements (each piece starts the stream at its own first element).
+void fill_values_parallel(const TensorSpec& t, uint64_t seed, uint64_t first, int64_t i0, int64_t i1, std::byte* out) {
+  const int64_t esize = int64_t(dtype_size(t.dtype));
+  ThreadPool::global().parallel_for(i1 - i0, int64_t(1) << 16, [&](int64_t a, int64_t b) {
+    fill_values(t, seed, first, i0 + a, i0 + b, out + a * esize);
+  });
+}
+
+// The whole tensor from rng's position, advancing rng past its draws.
+std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
+  const int64_t n = numel(t);
+  std::vector<std::byte> out(size_t(n * dtype_size(t.dtype)));
+  fill_values_parallel(t, rng.s, 0, 0, n, out.data());
+  rng.s += tensor_draws(t) * kGolden;
   return out;
 }
 
@@ -245,38 +294,51 @@ namespace {
 
 // Writes the roster's tensors (drawn in roster order from one stream seeded with `seed`, then cut
 // into `shards` files by bytes), the index for several shards, generation_config.json and, last,
-// config.json: a directory with a config is a complete checkpoint.
+// config.json: a directory with a config is a complete checkpoint. Tensors are made while the files
+// are written, a chunk at a time on every core (the stream is drawn at each tensor's own position),
+// so a checkpoint of many GB needs neither its size in memory nor one core's time.
 void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shards, const std::string& config_text,
                   const json& generation, const std::string& dir, void (*progress)(int64_t done, int64_t total)) {
   if (shards < 1) fail("make-tiny: --shards must be at least 1");
   std::filesystem::create_directories(dir);
   int64_t total = 0;
+  std::vector<uint64_t> first_draw;  // each tensor's first output of the stream
+  uint64_t draws = 0;
   for (const auto& t : roster) {
-    int64_t n = dtype_size(t.dtype);
-    for (int64_t d : t.shape) n *= d;
-    total += n;
+    total += numel(t) * int64_t(dtype_size(t.dtype));
+    first_draw.push_back(draws);
+    draws += tensor_draws(t);
   }
-  Rng rng{seed};
-  std::vector<std::vector<format::TensorToWrite>> shard_tensors(static_cast<size_t>(shards));
+  std::vector<std::vector<size_t>> shard_members(static_cast<size_t>(shards));
   json weight_map = json::object();
-  int64_t done = 0;
   auto shard_name = [&](int i) {
     return shards == 1 ? std::string("model.safetensors")
                        : cat("model-", std::string(5 - std::to_string(i + 1).size(), '0'), i + 1, "-of-",
                              std::string(5 - std::to_string(shards).size(), '0'), shards, ".safetensors");
   };
-  for (const auto& t : roster) {
+  int64_t done = 0;
+  for (size_t k = 0; k < roster.size(); ++k) {
+    const TensorSpec& t = roster[k];
     int shard = int(std::min<int64_t>(shards - 1, done * shards / std::max<int64_t>(total, 1)));
-    format::TensorToWrite w{t.name, t.dtype, t.shape, fill(t, rng)};
-    done += int64_t(w.bytes.size());
-    shard_tensors[size_t(shard)].push_back(std::move(w));
+    done += numel(t) * int64_t(dtype_size(t.dtype));
+    shard_members[size_t(shard)].push_back(k);
     weight_map[t.name] = shard_name(shard);
   }
   int64_t written = 0;
   for (int i = 0; i < shards; ++i) {
-    format::write_safetensors(dir + "/" + shard_name(i), shard_tensors[size_t(i)], {{"format", "pt"}});
-    for (const auto& t : shard_tensors[size_t(i)]) written += int64_t(t.bytes.size());
-    if (progress) progress(written, total);
+    const std::vector<size_t>& members = shard_members[size_t(i)];
+    std::vector<format::TensorShape> shapes;
+    for (size_t k : members) shapes.push_back({roster[k].name, roster[k].dtype, roster[k].shape});
+    format::write_safetensors_streamed(
+        dir + "/" + shard_name(i), shapes, {{"format", "pt"}},
+        [&](size_t m, uint64_t offset, std::span<std::byte> out) {
+          const TensorSpec& t = roster[members[m]];
+          const int64_t esize = int64_t(dtype_size(t.dtype));
+          const int64_t i0 = int64_t(offset) / esize, i1 = i0 + int64_t(out.size()) / esize;
+          fill_values_parallel(t, seed, first_draw[members[m]], i0, i1, out.data());
+          written += int64_t(out.size());
+          if (progress) progress(written, total);
+        });
   }
   if (shards > 1) {
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
