@@ -325,6 +325,7 @@ void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shar
     weight_map[t.name] = shard_name(shard);
   }
   int64_t written = 0;
+  if (progress) progress(0, total);
   for (int i = 0; i < shards; ++i) {
     const std::vector<size_t>& members = shard_members[size_t(i)];
     std::vector<format::TensorShape> shapes;
