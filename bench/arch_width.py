@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real-width benchmark models of the architectures of issue 17, for bench/arch_layers.sh: each at
-the widths of a released model (DeepSeek-V3 with FP8 weights, Qwen3-235B-A22B, gpt-oss-120b with
-MXFP4 experts) but two layers, 16 experts per layer and a 1024-token vocabulary, all resident.
+the widths of a released model (DeepSeek-V3 with FP8 weights, Kimi-K2-Thinking with INT4 routed
+experts, Qwen3-235B-A22B, gpt-oss-120b with MXFP4 experts) but two layers, 16 experts per layer and a 1024-token vocabulary, all resident.
 
   arch_width.py args NAME            the make-tiny flags that write it (one line)
   arch_width.py report DIR RUN.json  one line from a `sluice run --json` of it: decode tok/s, the
@@ -23,6 +23,10 @@ MODELS = {
                     "--heads 128 --q-lora 1536 --kv-lora 512 --nope 128 --rope 64 --v-dim 128 --experts 16 "
                     "--top-k 8 --shared 1 --moe-inter 2048 --expert-groups 8 --topk-groups 4 --routed-scaling 2.5 "
                     "--shards 4"),
+    "kimi_k2": ("--arch kimi_k2 --int4 --seed 5 --vocab 1024 --hidden 7168 --layers 2 --dense-layers 0 "
+                "--heads 64 --q-lora 1536 --kv-lora 512 --nope 128 --rope 64 --v-dim 128 --experts 16 "
+                "--top-k 8 --shared 1 --moe-inter 2048 --expert-groups 1 --topk-groups 1 --routed-scaling 2.827 "
+                "--shards 4"),
     "qwen3_moe": ("--arch qwen3_moe --seed 5 --vocab 1024 --hidden 4096 --layers 2 --dense-layers 0 --heads 64 "
                   "--kv-heads 4 --head-dim 128 --experts 16 --top-k 8 --moe-inter 1536 --rope-theta 1000000 --shards 4"),
     "gpt_oss": ("--arch gpt_oss --seed 5 --vocab 1024 --hidden 2880 --layers 2 --heads 64 --kv-heads 8 --head-dim 64 "

@@ -14,6 +14,12 @@
 #   scripts/gpu-check.sh bench          on the GPU machine: gpu_bench (products vs the D2D copy
 #                                       floor) and a K3-width two-layer model decoding on cuda and
 #                                       on the CPU of the same machine
+#   scripts/gpu-check.sh cpu            on the GPU machine, its CPU: kernels_bench (every weight format
+#                                       on one core and on every core, ratios to the read floor of
+#                                       the same threads), then make-tiny's write rate and the resident
+#                                       decode of the K3-width, DeepSeek-V3-width FP8 and Kimi-K2-width
+#                                       INT4 models on every core, each as GB/s of weights against the
+#                                       all-core floor kernels_bench measured
 #   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
 #                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
 #                                       GPU's idle time between ops), after a 1- and a 256-token prompt
@@ -28,7 +34,7 @@ mode=${1:-}
 pack() {
   local build=${1:-build/release}
   rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib" "$carry/glibc"
-  for b in "$build/sluice" "$build/tests/unit_tests" "$build/bench/gpu_bench"; do
+  for b in "$build/sluice" "$build/tests/unit_tests" "$build/bench/gpu_bench" "$build/bench/kernels_bench"; do
     [ -x "$b" ] || { echo "gpu-check: $b is not built" >&2; exit 1; }
     strip -o "$carry/bin/$(basename "$b")" "$b"
   done
@@ -106,8 +112,47 @@ k3_width_model() {  # the K3-width two-layer checkpoint in $work, written once p
   fi
 }
 
+# A model of bench/arch_width.py (or "k3" for bench/k3_width.py) in $work/NAME, written once per
+# machine; prints make-tiny's rate.
+width_model() {
+  local name=$1 dir="$work/$1" args t0
+  [ -f "$dir/config.json" ] && return 0
+  if [ "$name" = k3 ]; then args=$(python3 "$root/bench/k3_width.py" args); else args=$(python3 "$root/bench/arch_width.py" args "$name"); fi
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  run_carried sluice make-tiny --out "$dir" $args 2>&1 | tail -1 || return 1
+  du -sb "$dir" | awk -v t0="$t0" -v t1="$(date +%s.%N)" -v n="$name" \
+    '{ printf "gpu-check: make-tiny %s: %.0f MB in %.1f s = %.0f MB/s\n", n, $1 / 1e6, t1 - t0, $1 / 1e6 / (t1 - t0) }'
+}
+
 case "$mode" in
   pack) pack "${2:-build/release}" ;;
+  cpu)
+    setup_paths
+    lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))' | sed 's/^/gpu-check: cpu /'
+    echo "gpu-check: cpu flags $(grep -o -w 'avx512[a-z_0-9]*\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    work=${WORK:-/tmp/cpu-check}
+    mkdir -p "$work"
+    filter=${SLUICE_KERNELS_FILTER:-'^(bf16_3072x3584|mxfp4_3072x3584|fp8_2048x7168|int4_2048x7168)/(avx2/n:1|avx512/n:(1|8)|avx512-novbmi/n:1|avx512-threads:[0-9]+/n:1)/'}
+    step "kernels_bench" bash -c "$(declare -f run_carried); carry='$carry'; run_carried kernels_bench \
+      --benchmark_filter='$filter' 2>&1 | tee '$work/kernels.txt' | tail -40"
+    # The all-core floor: the read floor of the threaded rows (the same threads as the engine's).
+    floor=$(awk '/-threads:[0-9]+\/n:1/ { s += $3; n++ } END { if (n) printf "%.2f", s / n }' "$work/kernels.txt")
+    echo "gpu-check: all-core read floor ${floor} GB/s (mean of kernels_bench's threaded rows)"
+    prompt=$(seq -s, 11 26)
+    for name in k3 deepseek_v3 kimi_k2; do
+      step "make-tiny $name" width_model "$name"
+      step "$name decode on every core" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
+        --model '$work/$name' --prompt-ids '$prompt' --max-new 24 --experts resident --device cpu --json >'$work/run-$name.json'"
+      if [ "$name" = k3 ]; then
+        line=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import k3_width as k, json; r = json.load(open('$work/run-k3.json')); n = len(r['generated_ids']); t = (n - 1) / (r['decode_ms'] / 1e3); print(k.bytes_per_token() / 1e9, t, k.bytes_per_token() * t / 1e9)")
+      else
+        line=$(python3 "$root/bench/arch_width.py" report "$work/$name" "$work/run-$name.json")
+      fi
+      echo "$line" | awk -v n="$name" -v f="$floor" '{ printf "gpu-check: %s on every core: %.3f GB a token, %.2f tok/s, %.1f GB/s = %.2f of the all-core floor\n", n, $1, $2, $3, (f > 0 ? $3 / f : 0) }'
+    done
+    print_summary
+    ;;
   tests)
     setup_paths
     step "op tests (cuda, cuda-ref vs cpu:scalar)" run_carried unit_tests --gtest_filter='BackendOps.*:Mathf*'

@@ -181,7 +181,7 @@ class CudaDevice final : public Device {
     Prof prof(*this, "rmsnorm");
     const int64_t gs = group > 0 ? group : x.cols;
     SLUICE_CHECK(x.rows == y.rows && x.cols == y.cols && x.cols % gs == 0 && (w.empty() || w.n == gs), "rmsnorm: shapes");
-    cuda::rmsnorm(stream_, mat(x), w.p, eps, mat(y), gs);
+    (reference_ ? cuda::rmsnorm : cuda::rmsnorm_fast)(stream_, mat(x), w.p, eps, mat(y), gs);
   }
   void add(Buf y, const Buf& x) override {
     Prof prof(*this, "add");
@@ -214,7 +214,8 @@ class CudaDevice final : public Device {
     for (const Buf& b : sources) mats.push_back(mat(b));
     const Mat* d = put(mats.data(), mats.size());
     float* p = static_cast<float*>(take(size_t(out.rows) * sources.size() * 4));
-    cuda::attn_res(stream_, d, int(sources.size()), norm.p, proj.p, eps, mat(out), p);
+    (reference_ ? cuda::attn_res : cuda::attn_res_fast)(stream_, d, int(sources.size()), norm.p, proj.p, eps, mat(out),
+                                                        p);
   }
 
   void kda(const KdaOp& op, const KdaInputs& in, const KdaState& from, KdaState& to, const KdaRecord* rec,

@@ -48,6 +48,11 @@ void experts_fast(cudaStream_t s, const Activation& act, WeightType type, const 
 void fill(cudaStream_t s, Mat y, float v);
 void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out);
 void rmsnorm(cudaStream_t s, Mat x, const float* w, float eps, Mat y, int64_t group);
+// The fast ISA's RMSNorm and AttnRes (rows_fast.cu): block-wide fixed-tree sums, batch invariant,
+// within the sum-order bound of the reference (which sums each row in one thread).
+void rmsnorm_fast(cudaStream_t s, Mat x, const float* w, float eps, Mat y, int64_t group);
+void attn_res_fast(cudaStream_t s, const Mat* sources, int n, const float* norm, const float* proj, float eps, Mat out,
+                   float* p);
 void add(cudaStream_t s, Mat y, Mat x);
 void sum(cudaStream_t s, Mat out, Mat a, Mat b);
 void mul_sigmoid(cudaStream_t s, Mat y, Mat g);

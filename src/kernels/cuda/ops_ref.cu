@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/act.cuh"
+#include "kernels/cuda/softmax.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/mathf.h"
 
@@ -190,18 +191,6 @@ __global__ void row_dot_kernel(Mat x, const float* w, Mat out) {
   out.p[r * out.ld] = acc;
 }
 
-// kernels::softmax's order: max, exp and sum in order, one reciprocal.
-__device__ void softmax_seq(float* x, int64_t n) {
-  float m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = mf::exp(x[i] - m);
-    s += x[i];
-  }
-  const float inv = mf::div(1.0f, s);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
 
 // AttnRes, the source weights with one block per row: the block stages a chunk of every source row
 // (and of norm·proj) in shared memory, thread i runs source i's two sums (squares; norm·proj·v)
