@@ -127,6 +127,9 @@ class EventLog {
   ~EventLog() {
     if (f_) std::fclose(f_);
   }
+  // Whether events are written: callers build an event only then (a decode step's object is a few
+  // dozen allocations, which nothing else in the loop makes).
+  bool enabled() const { return f_ != nullptr; }
   void emit(const nlohmann::json& j) {
     if (!f_) return;
     std::fprintf(f_, "%s\n", j.dump().c_str());
@@ -252,7 +255,8 @@ int run(RunArgs& a) {
     uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
     bool first = s.decision == "prefill";
     if (first) prefill_flops = engine->device().flops() - flops_at_start;
-    events.emit({{"event", first ? "prefill_done" : "decode_step"},
+    if (events.enabled())
+      events.emit({{"event", first ? "prefill_done" : "decode_step"},
                  {"duration_ms", s.ms},
                  {"t_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
                  {"emitted", s.emitted},

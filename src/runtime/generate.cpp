@@ -71,7 +71,11 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   if (opt.max_new <= 0) return;
 
   // history = prompt + generated; its last token is the pending one (not yet fed to the target).
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  // Both are sized for the whole run up front: a step appends without allocating.
+  std::vector<int32_t> history;
+  history.reserve(prompt.size() + size_t(opt.max_new));
+  history.assign(prompt.begin(), prompt.end());
+  r.generated.reserve(r.generated.size() + size_t(opt.max_new));
   bool done = false;
   auto emit = [&](int32_t id) {
     r.generated.push_back(id);
@@ -99,12 +103,20 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   store::ExpertProvider* provider = m.expert_provider();
   auto read_totals = [&] { return provider ? provider->read_totals() : store::ExpertProvider::ReadTotals{}; };
   bool asked_last = true;  // the drafter caught up after the prefill
+  // One step's report and drafts, reused from step to step (their vectors and strings keep their
+  // capacity: a step allocates nothing here).
+  StepInfo step;
+  std::vector<int32_t> drafts;
   while (!done) {
     check_cancel();
     auto ts = clock::now();
     const auto reads0 = read_totals();
     const int64_t requests0 = m.counters().expert_requests;
-    StepInfo step;
+    step.emitted.clear();
+    step.decision.clear();
+    step.proposed = step.accepted = 0;
+    step.ms = 0;
+    step.union_experts = step.missed_experts = step.bytes_read = 0;
     int depth = 0;
     if (opt.drafter) {
       depth = opt.fixed_depth >= 0 ? opt.fixed_depth : controller.next_depth();
@@ -112,7 +124,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     }
     // Never draft past max_new: the pending token's successor plus drafts must fit.
     depth = int(std::min<int64_t>(depth, opt.max_new - int64_t(r.generated.size()) - 1));
-    std::vector<int32_t> drafts;
+    drafts.clear();
     double catch_up_ms = 0;
     if (depth > 0) {
       opt.drafter->catch_up(history);

@@ -21,12 +21,17 @@ const std::vector<Holder>& Manifest::of(int layer, int expert) const {
   return holders.at(size_t(layer)).at(size_t(expert));
 }
 
-std::vector<Part> parts_of(const std::vector<Holder>& holders) {
-  std::vector<Part> out;
+void parts_of(const std::vector<Holder>& holders, std::vector<Part>& out) {
+  out.clear();
   for (const Holder& h : holders)
     if (std::find_if(out.begin(), out.end(), [&](const Part& p) { return p.at == h.at; }) == out.end())
       out.push_back({h.at, h.length});
   std::sort(out.begin(), out.end(), [](const Part& a, const Part& b) { return a.at < b.at; });
+}
+
+std::vector<Part> parts_of(const std::vector<Holder>& holders) {
+  std::vector<Part> out;
+  parts_of(holders, out);
   return out;
 }
 

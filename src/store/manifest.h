@@ -41,6 +41,8 @@ struct Part {
 };
 // The parts of a record, in order (one part, {0, slot_bytes}, for a record held whole).
 std::vector<Part> parts_of(const std::vector<Holder>& holders);
+// The same into out (no allocation once it has room).
+void parts_of(const std::vector<Holder>& holders, std::vector<Part>& out);
 // How many whole copies of a record its holders make: the holders of its first part.
 size_t copies_of(const std::vector<Holder>& holders);
 

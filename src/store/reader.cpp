@@ -155,19 +155,47 @@ void ExpertReader::set_home_delay(int home, double seconds) {
 }
 
 uint64_t ExpertReader::submit(int layer, int expert, std::byte* dst, bool urgent) {
-  const std::vector<Part> parts = parts_of(m_.of(layer, expert));
-  if (parts.empty()) fail("expert ", expert, " of layer ", layer, " has no holder in the manifest");
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t t = next_id_++;
-  Record& r = records_.emplace(t, Record{layer, expert, dst, urgent, int(parts.size()), 0, {}, {}}).first->second;
-  for (const Part& p : parts) {
-    const uint64_t id = next_id_++;
-    jobs_.emplace(id, Job{t, p, {}, -1, 0, false, {}});
+  parts_of(m_.of(layer, expert), parts_scratch_);
+  if (parts_scratch_.empty()) fail("expert ", expert, " of layer ", layer, " has no holder in the manifest");
+  uint64_t t;
+  Record& r = records_.take(t);
+  r.layer = layer;
+  r.expert = expert;
+  r.dst = dst;
+  r.urgent = urgent;
+  r.parts_left = int(parts_scratch_.size());
+  r.state = 0;
+  r.error.clear();
+  r.parts.clear();
+  for (const Part& p : parts_scratch_) {
+    uint64_t id;
+    Job& j = jobs_.take(id);
+    j.record = t;
+    j.part = p;
+    j.tried.clear();
+    j.holder = -1;
+    j.state = 0;
+    j.as_prefetch = false;
+    j.started = 0;
+    j.error.clear();
     r.parts.push_back(id);
     enqueue(id, urgent);
   }
   note_activity();
   return t;
+}
+
+ExpertReader::Record& ExpertReader::record(uint64_t ticket) {
+  Record* r = records_.find(ticket);
+  if (!r) fail("expert read ticket ", ticket, " is unknown");
+  return *r;
+}
+
+ExpertReader::Job& ExpertReader::job(uint64_t id) {
+  Job* j = jobs_.find(id);
+  if (!j) fail("expert part read ", id, " is unknown");
+  return *j;
 }
 
 void ExpertReader::note_activity() {
@@ -220,20 +248,21 @@ void ExpertReader::enqueue(uint64_t id, bool urgent) {
   auto at = queue_.end();
   if (urgent)  // after the demand reads already waiting, before any prefetch
     at = std::find_if(queue_.begin(), queue_.end(),
-                      [&](uint64_t q) { return !records_.at(jobs_.at(q).record).urgent; });
+                      [&](uint64_t q) { return !record(job(q).record).urgent; });
   queue_.insert(at, id);
   cv_job_.notify_all();
 }
 
 const Holder& ExpertReader::holder_of(const Job& j) const {
-  const Record& r = records_.at(j.record);
-  return m_.of(r.layer, r.expert)[size_t(j.holder)];
+  const Record* r = records_.find(j.record);
+  if (!r) fail("expert read ticket ", j.record, " is unknown");
+  return m_.of(r->layer, r->expert)[size_t(j.holder)];
 }
 
 void ExpertReader::charge(Job& j, const Holder& h, int sign) {
   // A part counts as a prefetch while in flight if it was one when it started (a promotion
   // meanwhile moves only the parts still queued).
-  if (sign > 0) j.as_prefetch = !records_.at(j.record).urgent;
+  if (sign > 0) j.as_prefetch = !record(j.record).urgent;
   const size_t home = size_t(h.home);
   if (sign > 0 && inflight_[home] == 0) busy_since_[home] = std::chrono::steady_clock::now();
   if (sign < 0 && inflight_[home] == 1)
@@ -247,29 +276,29 @@ void ExpertReader::charge(Job& j, const Holder& h, int sign) {
 
 bool ExpertReader::cancel(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = records_.find(ticket);
-  if (it == records_.end() || it->second.state != 0) return false;
+  Record* r = records_.find(ticket);
+  if (!r || r->state != 0) return false;
   // Only a record none of whose parts has reached a drive: a part in flight writes into dst.
-  for (uint64_t id : it->second.parts) {
-    auto j = jobs_.find(id);
-    if (j == jobs_.end() || j->second.state != 0 || std::find(queue_.begin(), queue_.end(), id) == queue_.end())
+  for (uint64_t id : r->parts) {
+    const Job* j = jobs_.find(id);
+    if (!j || j->state != 0 || std::find(queue_.begin(), queue_.end(), id) == queue_.end())
       return false;  // done, in flight, or between attempts
   }
-  for (uint64_t id : it->second.parts) {
+  for (uint64_t id : r->parts) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), id));
-    jobs_.erase(id);
+    jobs_.release(id);
   }
-  records_.erase(it);
+  records_.release(ticket);
   note_activity();
   return true;
 }
 
 void ExpertReader::promote(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = records_.find(ticket);
-  if (it == records_.end() || it->second.state != 0 || it->second.urgent) return;
-  it->second.urgent = true;
-  for (uint64_t id : it->second.parts) {
+  Record* r = records_.find(ticket);
+  if (!r || r->state != 0 || r->urgent) return;
+  r->urgent = true;
+  for (uint64_t id : r->parts) {
     auto q = std::find(queue_.begin(), queue_.end(), id);
     if (q == queue_.end()) continue;  // on a drive already, or done
     queue_.erase(q);
@@ -279,38 +308,40 @@ void ExpertReader::promote(uint64_t ticket) {
 
 bool ExpertReader::ready(uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = records_.find(ticket);
-  return it == records_.end() || it->second.state >= 2;
+  const Record* r = records_.find(ticket);
+  return !r || r->state >= 2;
+}
+
+void ExpertReader::finish_record(uint64_t ticket, const Record& r, size_t position, bool with_position) {
+  if (r.state == 3) {
+    std::string error = r.error;  // a failure is the only path that copies
+    records_.release(ticket);
+    if (with_position) throw ReadFailure(error, position);
+    throw Error(error);
+  }
+  records_.release(ticket);
 }
 
 void ExpertReader::wait(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = records_.find(ticket);
-  if (it == records_.end()) fail("expert read ticket ", ticket, " is unknown");
-  const Record& rec = it->second;  // a reference stays valid when other submits rehash the map
+  const Record& rec = record(ticket);  // a reference stays valid while the slot is taken
   cv_done_.wait(lock, [&] { return rec.state >= 2; });
-  Record r = std::move(records_.at(ticket));
-  records_.erase(ticket);
-  if (r.state == 3) throw Error(r.error);
+  finish_record(ticket, rec, 0, false);
 }
 
 size_t ExpertReader::wait_any(std::span<const uint64_t> tickets) {
   std::unique_lock<std::mutex> lock(mu_);
-  for (uint64_t t : tickets)
-    if (!records_.count(t)) fail("expert read ticket ", t, " is unknown");
+  for (uint64_t t : tickets) record(t);  // each must be known
   size_t pos = 0;
   cv_done_.wait(lock, [&] {
     for (size_t i = 0; i < tickets.size(); ++i)
-      if (records_.at(tickets[i]).state >= 2) {
+      if (record(tickets[i]).state >= 2) {
         pos = i;
         return true;
       }
     return false;
   });
-  auto it = records_.find(tickets[pos]);
-  Record r = std::move(it->second);
-  records_.erase(it);
-  if (r.state == 3) throw ReadFailure(r.error, pos);
+  finish_record(tickets[pos], record(tickets[pos]), pos, true);
   return pos;
 }
 
@@ -333,7 +364,7 @@ bool ExpertReader::idle() const {
 }
 
 int ExpertReader::pick_holder(Job& j) {
-  const Record& r = records_.at(j.record);
+  const Record& r = record(j.record);
   const auto& holders = m_.of(r.layer, r.expert);
   int best = -1;
   double best_eta = 0;
@@ -360,12 +391,12 @@ int ExpertReader::pick_holder(Job& j) {
 
 int ExpertReader::open_file(int home, const std::string& file, std::string& why) {
   const std::string& dir = m_.homes[size_t(home)].path;
-  std::string path = dir + "/" + file;
-  auto it = fds_.find(path);
+  path_scratch_.assign(dir).append("/").append(file);  // the lookup key, in a buffer kept for it
+  auto it = fds_.find(path_scratch_);
   if (it != fds_.end()) return it->second;
   // No symlinks below the home and regular files only: a FIFO would block a reader thread forever.
   int fd = open_home_file(dir, file, O_RDONLY | O_DIRECT, why);
-  if (fd >= 0) fds_[path] = fd;
+  if (fd >= 0) fds_[path_scratch_] = fd;
   return fd;
 }
 
@@ -382,14 +413,14 @@ std::string part_name(int layer, int expert, const Part& p, size_t parts) {
 }  // namespace
 
 void ExpertReader::give_up(uint64_t id) {
-  Job& j = jobs_.at(id);
-  Record& r = records_.at(j.record);
+  Job& j = job(id);
+  Record& r = record(j.record);
   const std::string what = part_name(r.layer, r.expert, j.part, r.parts.size());
   r.error += cat(r.error.empty() ? "" : "; ", j.tried.empty() ? what + ": no usable holder (homes missing or failing)"
                                                                : what + ": no holder delivered a good copy",
                  j.error.empty() ? "" : " (" + j.error + ")");
   j.state = 3;
-  jobs_.erase(id);
+  jobs_.release(id);
   note_activity();
   // The record settles once no part of it can still write into its buffer.
   if (--r.parts_left == 0) {
@@ -399,7 +430,7 @@ void ExpertReader::give_up(uint64_t id) {
 }
 
 void ExpertReader::finish_attempt(uint64_t id, bool ok, const std::string& why, double seconds) {
-  Job& j = jobs_.at(id);
+  Job& j = job(id);
   const Holder& h = holder_of(j);
   HomeStats& s = stats_[size_t(h.home)];
   charge(j, h, -1);
@@ -408,8 +439,8 @@ void ExpertReader::finish_attempt(uint64_t id, bool ok, const std::string& why, 
     s.bytes += h.length;
     s.add_latency(float(seconds * 1e3));
     if (seconds > 0) s.bandwidth = 0.8 * s.bandwidth + 0.2 * (double(h.length) / seconds);
-    Record& r = records_.at(j.record);
-    jobs_.erase(id);
+    Record& r = record(j.record);
+    jobs_.release(id);
     note_activity();
     if (--r.parts_left == 0) {
       r.state = r.error.empty() ? 2 : 3;
@@ -434,7 +465,7 @@ void ExpertReader::pread_worker() {
     cv_job_.wait(lock, [&] {
       if (stop_) return true;
       for (auto it = queue_.begin(); it != queue_.end();) {
-        holder = pick_holder(jobs_.at(*it));
+        holder = pick_holder(job(*it));
         if (holder == -1) {  // nothing left to try
           const uint64_t gone = *it;
           it = queue_.erase(it);
@@ -451,15 +482,15 @@ void ExpertReader::pread_worker() {
       return false;
     });
     if (stop_) return;
-    Job& j = jobs_.at(id);
+    Job& j = job(id);
     j.holder = holder;
     j.state = 1;
-    const Holder h = holder_of(j);
+    const Holder& h = holder_of(j);  // the manifest's: valid with the lock released
     charge(j, h, +1);
     std::string why;
     int fd = open_file(h.home, h.file, why);
     double delay = delay_[size_t(h.home)];
-    std::byte* dst = records_.at(j.record).dst + h.at;
+    std::byte* dst = record(j.record).dst + h.at;
     lock.unlock();
     double t0 = now_s();
     bool ok = false;
@@ -491,8 +522,8 @@ void ExpertReader::pread_worker() {
 void ExpertReader::uring_loop() {
 #ifdef SLUICE_HAVE_URING
   io_uring* ring = &uring_->ring;
-  std::unordered_map<uint64_t, double> started;
   int inflight = 0;
+  std::vector<std::pair<uint64_t, int>> done;  // completions of one wait (kept: no allocation per read)
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -500,7 +531,7 @@ void ExpertReader::uring_loop() {
       if (stop_ && inflight == 0) return;
       // Dispatch every queued part whose holders have queue room.
       for (auto it = queue_.begin(); it != queue_.end();) {
-        Job& j = jobs_.at(*it);
+        Job& j = job(*it);
         int holder = pick_holder(j);
         if (holder == -2) {
           ++it;
@@ -529,7 +560,7 @@ void ExpertReader::uring_loop() {
           break;
         }
         j.state = 1;
-        std::byte* dst = records_.at(j.record).dst + h.at;
+        std::byte* dst = record(j.record).dst + h.at;
         size_t at = size_t(dst - arena_);
         bool fixed = registered_ && dst >= arena_ && at + h.length <= arena_bytes_ &&
                      at / arena_chunk_ == (at + h.length - 1) / arena_chunk_;
@@ -538,7 +569,7 @@ void ExpertReader::uring_loop() {
         else
           io_uring_prep_read(sqe, fd, dst, unsigned(h.length), h.offset);
         io_uring_sqe_set_data64(sqe, id);
-        started[id] = now_s();
+        j.started = now_s();
         ++inflight;
       }
     }
@@ -551,7 +582,7 @@ void ExpertReader::uring_loop() {
     if (rc < 0) fail("io_uring wait failed: ", std::strerror(-rc));
     unsigned head;
     unsigned seen = 0;
-    std::vector<std::pair<uint64_t, int>> done;
+    done.clear();
     io_uring_for_each_cqe(ring, head, cqe) {
       done.push_back({io_uring_cqe_get_data64(cqe), cqe->res});
       ++seen;
@@ -561,9 +592,10 @@ void ExpertReader::uring_loop() {
       --inflight;
       double t1 = now_s();
       std::unique_lock<std::mutex> lock(mu_);
-      const Job& j = jobs_.at(id);
-      const Holder h = holder_of(j);
-      const std::byte* dst = records_.at(j.record).dst + h.at;
+      const Job& j = job(id);
+      const Holder& h = holder_of(j);  // the manifest's: valid with the lock released
+      const std::byte* dst = record(j.record).dst + h.at;
+      const double started = j.started;
       lock.unlock();
       bool ok = res == int(h.length);
       std::string why = res < 0 ? cat("read failed: ", std::strerror(-res)) : (ok ? "" : "short read");
@@ -572,8 +604,7 @@ void ExpertReader::uring_loop() {
         if (!ok) why = "checksum mismatch";
       }
       lock.lock();
-      finish_attempt(id, ok, why, t1 - started[id]);
-      started.erase(id);
+      finish_attempt(id, ok, why, t1 - started);
     }
   }
 #endif

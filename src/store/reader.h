@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "store/manifest.h"
+#include "store/slot_pool.h"
 
 namespace sluice::store {
 
@@ -124,6 +125,7 @@ class ExpertReader {
     int holder = -1;         // current attempt
     int state = 0;           // 0 queued, 1 in flight, 2 done, 3 failed
     bool as_prefetch = false;  // counted among its home's prefetch reads while in flight
+    double started = 0;        // when the current attempt went to its drive (now_s)
     std::string error;
   };
   // Under mu_: the holder (index into the record's holders) for j's next attempt; -2 when every
@@ -145,6 +147,11 @@ class ExpertReader {
   // Under mu_: no holder is left for the queued part `id` (already out of the queue).
   void give_up(uint64_t id);
   const Holder& holder_of(const Job& j) const;
+  Record& record(uint64_t ticket);  // under mu_; throws for an unknown ticket
+  Job& job(uint64_t id);            // under mu_; throws for an unknown part read
+  // Under mu_: forgets the settled record `ticket` (r); if it failed, throws its error
+  // (ReadFailure at `position` when with_position).
+  void finish_record(uint64_t ticket, const Record& r, size_t position, bool with_position);
   int open_file(int home, const std::string& file, std::string& why);  // under mu_; -1 and why on failure
   // Whether a part read from h (at `part`) has h's checksum (always, with verification off).
   bool verified(const std::byte* part, const Holder& h) const;
@@ -156,10 +163,13 @@ class ExpertReader {
   ReaderOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_job_, cv_done_;
-  std::unordered_map<uint64_t, Record> records_;  // by ticket
-  std::unordered_map<uint64_t, Job> jobs_;        // by part id (the same counter as tickets)
-  std::deque<uint64_t> queue_;                    // part ids
-  uint64_t next_id_ = 1;
+  // Records by ticket and part reads by id, in slots reused from read to read: a miss allocates
+  // nothing once as many reads have been in flight at once before.
+  SlotPool<Record> records_;
+  SlotPool<Job> jobs_;
+  std::deque<uint64_t> queue_;  // part ids
+  std::vector<Part> parts_scratch_;  // submit's parts of the record (under mu_)
+  std::string path_scratch_;         // open_file's lookup key (under mu_)
   bool stop_ = false;
   // Idle spans (no part queued or in flight, i.e. jobs_ empty; note_activity keeps idle_ so):
   // their total so far, and the current one's start.
