@@ -82,9 +82,13 @@ double DeepSeekConfig::softmax_scale() const {
   return scale;
 }
 
+// Names other transformers versions write for fields this parser reads.
+constexpr FieldAlias kDeepSeekAliases[] = {{"n_routed_experts", "num_local_experts"}};
+
 DeepSeekConfig parse_deepseek_config(const std::string& json_text, const std::string& where) {
-  const json root = parse_json_text(json_text, where);
+  json root = parse_json_text(json_text, where);
   if (!root.is_object()) fail(where, ": expected a JSON object");
+  apply_field_aliases(root, kDeepSeekAliases, where);
   DeepSeekConfig c;
   c.model_type = get_string_or(root, "model_type", "", where);
   if (c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")

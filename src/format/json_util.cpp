@@ -310,4 +310,18 @@ std::string read_model_type(const std::string& dir) {
   return get_string_or(root, "model_type", "", path);
 }
 
+void apply_field_aliases(nlohmann::json& root, std::span<const FieldAlias> aliases, const std::string& where) {
+  if (!root.is_object()) return;
+  for (const FieldAlias& a : aliases) {
+    if (!has_field(root, a.alias)) continue;
+    const std::string field(a.field), alias(a.alias);
+    if (!has_field(root, field)) {
+      root[field] = root[alias];
+    } else if (root[field] != root[alias]) {
+      fail(where, ": fields '", field, "' (", describe_json(root[field]), ") and '", alias, "' (",
+           describe_json(root[alias]), ") are two names of one setting and disagree");
+    }
+  }
+}
+
 }  // namespace sluice::format

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +79,15 @@ std::string get_string_or(const nlohmann::json& obj, std::string_view field, con
 // Conversions of a value already in hand (an array element, say); `where` names it fully.
 int64_t as_int(const nlohmann::json& value, const std::string& where);
 double as_number(const nlohmann::json& value, const std::string& where);
+
+// Another name transformers writes a config field under (its configs' attribute_map: transformers 5
+// saves Qwen3-MoE's num_experts as num_local_experts, say). Each architecture's parser lists its
+// own; apply_field_aliases copies an alias that is present into its field when the field is absent,
+// and refuses a config that gives both with different values.
+struct FieldAlias {
+  std::string_view field, alias;
+};
+void apply_field_aliases(nlohmann::json& root, std::span<const FieldAlias> aliases, const std::string& where);
 
 // config.json's model_type in a model directory ("" when it has none).
 std::string read_model_type(const std::string& dir);

@@ -46,9 +46,13 @@ bool Qwen3Config::is_eos(int32_t id) const {
   return std::find(eos_token_ids.begin(), eos_token_ids.end(), id) != eos_token_ids.end();
 }
 
+// Names transformers 5 writes for fields this parser reads under their 4.x names.
+constexpr FieldAlias kQwen3Aliases[] = {{"num_experts", "num_local_experts"}};
+
 Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& where) {
   json root = parse_json_text(json_text, where);
   if (!root.is_object()) fail(where, ": expected a JSON object");
+  apply_field_aliases(root, kQwen3Aliases, where);
   std::string type = get_string_or(root, "model_type", "", where);
   if (type != "qwen3" && type != "qwen3_moe") fail(where, ": model_type '", type, "' is not qwen3 or qwen3_moe");
   Qwen3Config c;

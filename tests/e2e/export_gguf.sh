@@ -9,7 +9,7 @@
 # BF16 weights and to Q8_0 for MXFP4 experts, so long runs may part where the top two logits are
 # close); on the tiny kimi_linear model the first 8. A llama.cpp loader error fails the test. Bad
 # input gets one `sluice: error:` line and exit 1. node-llama-cpp is installed with npm into
-# build/peer-e2e (or $SLUICE_NPM_CACHE/peer-e2e); prints SKIP and passes when node/npm or the registry is
+# build/peer-e2e (or $SLUICE_NPM_CACHE/peer-e2e); prints SKIP and exits 77 (skipped) when node/npm or the registry is
 # unavailable.
 # Usage: export_gguf.sh <sluice-binary> <source-dir>
 set -euo pipefail

@@ -4,7 +4,7 @@
 # the client's accumulated message), thinking on and off, system prompts, tools and a
 # tool_use/tool_result round trip, stop sequences, kept state as cache_read_input_tokens, and the
 # client's typed errors (400, 401, 404, 529 beyond the line). The package is installed with npm into
-# build/serve-anthropic-e2e (or $SLUICE_NPM_CACHE/serve-anthropic-e2e); prints SKIP and passes when
+# build/serve-anthropic-e2e (or $SLUICE_NPM_CACHE/serve-anthropic-e2e); prints SKIP and exits 77 (skipped) when
 # npm or the registry is unavailable.
 # Usage: serve_anthropic.sh <sluice-binary> <source-dir>
 set -euo pipefail

@@ -9,7 +9,7 @@ set -euo pipefail
 sluice=$1
 src=$2
 source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
-command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 0; }
+command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
 
 make_model "$work/tiny" k3
 make_model "$work/qwen" qwen3

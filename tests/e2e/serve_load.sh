@@ -7,7 +7,7 @@
 set -euo pipefail
 sluice=$1
 src=$2
-command -v node >/dev/null || { echo "SKIP: node not installed"; exit 0; }
+command -v node >/dev/null || { echo "SKIP: node not installed"; exit 77; }
 source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
 make_model "$work/tiny" k3
 start_server srv --model "$work/tiny" --model-id tiny --queue 4

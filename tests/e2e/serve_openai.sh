@@ -2,7 +2,7 @@
 # End-to-end: `sluice serve` driven by the official OpenAI client (npm package `openai`, v6) on a
 # tiny random model: chat and completions, streaming and not, reasoning split, tools round trip,
 # stop sequences, seeds, state reuse, and the client's typed errors. The package is installed with
-# npm into build/serve-e2e (or $SLUICE_NPM_CACHE/serve-e2e); prints SKIP and passes when npm or the
+# npm into build/serve-e2e (or $SLUICE_NPM_CACHE/serve-e2e); prints SKIP and exits 77 (skipped) when npm or the
 # registry is unavailable.
 # Usage: serve_openai.sh <sluice-binary> <source-dir>
 set -euo pipefail

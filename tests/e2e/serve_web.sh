@@ -4,14 +4,14 @@
 # for the API key, streams a reply through the OpenAI and the Anthropic route (reasoning folded, the
 # reply's stats shown), the stop button ends a long reply and its generation, and the live panel's
 # charts fill from GET /v1/telemetry, with two drives read by a model prepared for streaming.
-# SLUICE_WEB_SCREENSHOT=FILE keeps a screenshot (docs/web-chat.png is one). Prints SKIP and passes
+# SLUICE_WEB_SCREENSHOT=FILE keeps a screenshot (docs/web-chat.png is one). Prints SKIP and exits 77 (skipped)
 # without chromium, node/npm or the npm registry.
 # Usage: serve_web.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
 src=$2
 chromium=${SLUICE_CHROMIUM:-$(command -v chromium || true)}
-[ -n "$chromium" ] || { echo "SKIP: chromium not installed (scripts/install-deps.sh installs Debian's chromium)"; exit 0; }
+[ -n "$chromium" ] || { echo "SKIP: chromium not installed (scripts/install-deps.sh installs Debian's chromium)"; exit 77; }
 source "$src/tests/e2e/lib/npm_deps.sh"
 npm_deps serve-web-e2e "$src/tests/e2e/serve/web/package.json" playwright-core
 source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit

@@ -3,14 +3,14 @@
 # scripts/fetch-tokenizer-data.sh), K3-layout, DeepSeek-V3 and Kimi K2 model directories with --chat
 # (formats and template revisions detected from the directory), byte-exact round trips
 # through stdin (NUL, invalid UTF-8), and one-line errors (exit 1) for bad files and arguments.
-# Usage: tokenizer_cli.sh <sluice-binary> <source-dir>. Prints SKIP and passes when offline.
+# Usage: tokenizer_cli.sh <sluice-binary> <source-dir>. Prints SKIP and exits 77 (skipped) when offline.
 set -euo pipefail
 sluice=$1
 src=$2
 data=${SLUICE_TOKENIZER_DATA:-$src/build/tokenizer-data}
 if ! bash "$src/scripts/fetch-tokenizer-data.sh" "$data"; then
   echo "SKIP: tokenizer data absent (offline?); run scripts/fetch-tokenizer-data.sh"
-  exit 0
+  exit 77
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

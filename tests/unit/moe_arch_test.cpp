@@ -505,5 +505,31 @@ TEST(MoeArchRefusals, ConfigFieldsThatChangeTheMathAreRefusedByName) {
   }
 }
 
+// Configs as transformers 5 saves them: Qwen3-MoE's expert count under num_local_experts (its
+// attribute_map's name) is read as num_experts, and the model gives the fixture's logits bit for
+// bit (a dense misreading stops at a missing tensor); DeepSeek-V3's n_routed_experts likewise. Two
+// names that disagree are refused by both names.
+TEST(MoeArchConfig, Transformers5FieldNamesAreRead) {
+  for (const auto& [fixture, field] : {std::pair{"qwen3_moe_a", "num_experts"}, std::pair{"deepseek_v3_a", "n_routed_experts"}}) {
+    testing::TempDir tmp("cfg-v5");
+    const std::string d = tmp / "m";
+    fs::copy(fixture_dir(fixture), d, fs::copy_options::recursive);
+    json j = read_json(d + "/config.json");
+    ASSERT_TRUE(j.contains(field)) << fixture;
+    j["num_local_experts"] = j[field];
+    j.erase(field);
+    write_json(d + "/config.json", j);
+    auto renamed = model::load_target(d);
+    auto original = model::load_target(fixture_dir(fixture));
+    const auto prompt = prompt_of(5, original->info().vocab_size);
+    EXPECT_EQ(all_logits(*renamed, prompt), all_logits(*original, prompt)) << fixture;
+    j[field] = j["num_local_experts"].get<int64_t>() + 1;
+    write_json(d + "/config.json", j);
+    const std::string msg = load_error(d);
+    EXPECT_NE(msg.find(field), std::string::npos) << msg;
+    EXPECT_NE(msg.find("num_local_experts"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace sluice
