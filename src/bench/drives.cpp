@@ -16,6 +16,7 @@
 #include "bench/raw_read.h"
 #include "bench/svg.h"
 #include "core/arena.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/safetensors.h"
 #include "store/manifest.h"
@@ -45,22 +46,16 @@ void write_probe(const std::string& home, uint64_t bytes) {
   const std::string path = home + "/sluice-drive-probe.bin";
   std::error_code ec;
   if (fs::exists(path) && fs::file_size(path, ec) >= bytes) return;
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
+  PendingFile probe(path, path + ".tmp");
   const size_t chunk = 1 << 20;
   auto buf = allocate_touched(chunk, 4096);
   std::mt19937_64 rng(42);
   auto* words = reinterpret_cast<uint64_t*>(buf.get());
   for (uint64_t done = 0; done < bytes; done += chunk) {
     for (size_t i = 0; i < chunk / 8; ++i) words[i] = rng();  // incompressible: no dedup or compression shortcut
-    if (::write(fd, buf.get(), chunk) != ssize_t(chunk)) {
-      ::close(fd);
-      fail(tmp, ": write failed: ", std::strerror(errno));
-    }
+    write_all(probe.fd(), buf.get(), chunk, probe.tmp());
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(tmp, ": fsync/close failed: ", std::strerror(errno));
-  fs::rename(tmp, path);
+  probe.commit();
 }
 
 }  // namespace
@@ -158,7 +153,7 @@ nlohmann::json measure_drives(const DriveOptions& opt) {
                         {"read_bytes_per_s", together[i][pick]},
                         {"ceiling_bytes_per_s", *std::max_element(alone[i].begin(), alone[i].end())},
                         {"by_queue_depth", by_qd}};
-    if (opt.write_home_files) format::write_file_atomic(opt.homes[i] + "/sluice-drive.json", h.dump(1) + "\n");
+    if (opt.write_home_files) write_file_durably(opt.homes[i] + "/sluice-drive.json", h.dump(1) + "\n");
     homes.push_back(h);
   }
   if (manifest) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/svg.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/safetensors.h"
 
@@ -164,7 +165,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
                         {"runs", runs},                 {"floors", floors},     {"groups", groups}};
   if (opt.expect_ids) all["expect_ids"] = *opt.expect_ids;
   if (opt.expect_text) all["expect_text"] = *opt.expect_text;
-  format::write_file_atomic(dir + "/results.json", all.dump(1) + "\n");
+  write_file_durably(dir + "/results.json", all.dump(1) + "\n");
   written.push_back(dir + "/results.json");
 
   // runs.csv
@@ -181,7 +182,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
        << f(m.bytes_per_token, 8) << ',' << f(m.decode_read_bytes_per_s, 6) << ',' << f(m.hit_rate, 6) << ','
        << f(m.prefetch_recall, 6) << ',' << m.expert_requests << '\n';
   }
-  format::write_file_atomic(dir + "/runs.csv", rc.str());
+  write_file_durably(dir + "/runs.csv", rc.str());
   written.push_back(dir + "/runs.csv");
 
   // summary.csv
@@ -211,7 +212,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
        << f(jmedian(d, "prefill_min_bytes"), 2) << ',' << f(jmedian(d, "run_min_bytes"), 2) << ','
        << f(jmedian(d, "run_read_over_min"), 6) << ',' << f(jmedian(d, "static_bytes_per_token"), 8) << '\n';
   }
-  format::write_file_atomic(dir + "/summary.csv", sc.str());
+  write_file_durably(dir + "/summary.csv", sc.str());
   written.push_back(dir + "/summary.csv");
 
   // results.md
@@ -259,7 +260,7 @@ std::vector<std::string> write_reports(const BenchOptions& opt, const BenchResul
       md << "| " << fl.seq << " | " << fl.model << " | " << fl.r.queue_depth << " | " << f(fl.r.bytes_per_s / 1e6, 5)
          << " | " << f(fl.r.mean_ms, 4) << " | " << f(fl.r.p99_ms, 4) << " |\n";
   }
-  format::write_file_atomic(dir + "/results.md", md.str());
+  write_file_durably(dir + "/results.md", md.str());
   written.push_back(dir + "/results.md");
 
   // Charts: a bandwidth timeline per group (its first valid run), steady/inclusive by arm, by length,

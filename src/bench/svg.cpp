@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "format/safetensors.h"
 
 namespace sluice::bench {
@@ -190,7 +191,7 @@ std::string bar_chart_svg(const Chart& c) {
 }
 
 std::string write_chart(const std::string& path, const std::string& svg) {
-  format::write_file_atomic(path, svg);
+  write_file_durably(path, svg);
   std::string png = path.substr(0, path.size() - (path.size() > 4 && path.ends_with(".svg") ? 4 : 0)) + ".png";
   auto quote = [](const std::string& s) {
     std::string q = "'";

@@ -13,6 +13,7 @@
 #include "bench/svg.h"
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
@@ -185,7 +186,7 @@ Action register_bench(CLI::App& app) {
     nlohmann::json r = bench::measure_drives(*d);
     if (!out->empty()) {
       std::filesystem::create_directories(*out);
-      format::write_file_atomic(*out + "/result.json", r.dump(1) + "\n");
+      write_file_durably(*out + "/result.json", r.dump(1) + "\n");
       bench::write_chart(*out + "/drives.svg", bench::drives_chart_svg(r));
     }
     std::printf("%s\n", r.dump(1).c_str());

@@ -1,6 +1,7 @@
 // Conversation messages, rendering input and the /save file.
 #include "cli/chat_conversation.h"
 
+#include "core/durable_file.h"
 #include "format/safetensors.h"
 #include "tokenizer/utf8.h"
 
@@ -38,7 +39,7 @@ void Conversation::save(const std::string& path, const std::string& model) const
     messages.push_back(std::move(clean));
   }
   tokenizer::ChatJson body = {{"model", model}, {"messages", std::move(messages)}};
-  format::write_file_atomic(path, body.dump(2) + "\n");
+  write_file_durably(path, body.dump(2) + "\n");
 }
 
 }  // namespace sluice::cli

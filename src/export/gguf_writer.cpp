@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace sluice::gguf {
@@ -182,42 +183,23 @@ void Writer::write(const std::string& path, const std::function<void(uint64_t, u
   }
   head.resize(pad(head.size()), '\0');
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-  try {
-    FileSink sink(fd, tmp);
-    sink.write(head.data(), head.size());
-    const uint64_t total = offset;
-    uint64_t done = 0;
-    static const char zeros[kAlignment] = {};
-    for (const Tensor& t : tensors_) {
-      const uint64_t before = sink.written();
-      t.produce(sink);
-      const uint64_t got = sink.written() - before;
-      SLUICE_CHECK(got == t.bytes, "GGUF tensor ", t.name, ": produced ", got, " bytes, its shape and type take ", t.bytes);
-      sink.write(zeros, pad(t.bytes) - t.bytes);
-      done += pad(t.bytes);
-      if (progress) progress(done, total);
-    }
-    sink.flush();
-    if (::fsync(fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail(tmp, ": close failed: ", std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename ", tmp, " into place: ", std::strerror(errno));
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+  PendingFile file(path);
+  FileSink sink(file.fd(), file.tmp());
+  sink.write(head.data(), head.size());
+  const uint64_t total = offset;
+  uint64_t done = 0;
+  static const char zeros[kAlignment] = {};
+  for (const Tensor& t : tensors_) {
+    const uint64_t before = sink.written();
+    t.produce(sink);
+    const uint64_t got = sink.written() - before;
+    SLUICE_CHECK(got == t.bytes, "GGUF tensor ", t.name, ": produced ", got, " bytes, its shape and type take ", t.bytes);
+    sink.write(zeros, pad(t.bytes) - t.bytes);
+    done += pad(t.bytes);
+    if (progress) progress(done, total);
   }
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  sink.flush();
+  file.commit();
 }
 
 }  // namespace sluice::gguf

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/json_util.h"
 
@@ -67,7 +68,7 @@ void write_record(const InstallRecord& r, const std::string& model_dir) {
     shards.push_back({{"name", s.name}, {"size", s.size}, {"sha256", s.sha256}, {"header", s.header}});
   json j = {{"format", kRecordFormat}, {"version", kRecordVersion}, {"source", r.source}, {"mode", r.mode},
             {"indexed", r.indexed},    {"files", files},               {"shards", shards}, {"local_shards", local}};
-  format::write_file_atomic(record_path(model_dir), j.dump(1) + "\n");
+  write_file_durably(record_path(model_dir), j.dump(1) + "\n");
 }
 
 InstallRecord read_record(const std::string& model_dir) {

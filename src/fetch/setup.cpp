@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "fetch/progress.h"
@@ -41,32 +42,16 @@ struct FdCloser {
   }
 };
 
-void write_all_at(int fd, const std::byte* p, size_t n, uint64_t off, const std::string& what) {
-  while (n) {
-    ssize_t w = ::pwrite(fd, p, n, off_t(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail(what, ": write failed: ", std::strerror(errno));
-    p += w;
-    off += uint64_t(w);
-    n -= size_t(w);
-  }
-}
-
 void sync_fd(int fd, const std::string& what) {
   if (::fdatasync(fd) != 0) fail(what, ": fsync failed: ", std::strerror(errno));
 }
 
-void sync_dir(const std::string& dir) {
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;
-  ::fsync(dfd);
-  ::close(dfd);
-}
-
+// A download resumed across runs keeps its own `.part` name (a PendingFile's would not survive
+// the process): renamed into place once complete, then the directory synced (core/durable_file.h).
 void rename_into_place(const std::string& tmp, const std::string& final_path) {
   if (::rename(tmp.c_str(), final_path.c_str()) != 0)
     fail(final_path, ": cannot rename ", tmp, " into place: ", std::strerror(errno));
-  sync_dir(fs::path(final_path).parent_path().string());
+  fsync_directory(fs::path(final_path).parent_path().string());
 }
 
 uint64_t file_size_or(const std::string& path, uint64_t fallback) {
@@ -112,7 +97,7 @@ std::string download_file(Source& src, const std::string& name, uint64_t size, c
   auto mark_durable = [&] {
     sync_fd(fd, part);
     std::string text = cat(pos, "\n");
-    format::write_file_atomic(durable, text);
+    write_file_durably(durable, text);
     synced = pos;
   };
   try {
@@ -269,7 +254,7 @@ std::vector<FileEntry> fetch_small_files(Source& src, const std::map<std::string
     FileEntry e{name, text.size(), h.hex(), sums.count(name) ? sums.at(name) : f.sha256};
     if (!e.source_sha256.empty() && e.source_sha256 != e.sha256)
       fail(src.where(name), ": SHA-256 mismatch: the source states ", e.source_sha256, " but the bytes hash to ", e.sha256);
-    format::write_file_atomic(dir + "/" + name, text);
+    write_file_durably(dir + "/" + name, text);
     out.push_back(e);
   }
   return out;

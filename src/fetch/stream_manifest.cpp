@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "fetch/sha256.h"
 #include "fetch/stream_source.h"
@@ -32,7 +33,7 @@ FileEntry write_stream_index(const InstallRecord& rec, const std::vector<std::ve
   nlohmann::json j = {{"metadata", {{"total_size", total}, {"sluice_note", "non-expert tensors of a --stream install"}}},
                       {"weight_map", map}};
   std::string text = j.dump(2) + "\n";
-  format::write_file_atomic(dir + "/model.safetensors.index.json", text);
+  write_file_durably(dir + "/model.safetensors.index.json", text);
   Sha256 h;
   h.update(text.data(), text.size());
   return FileEntry{"model.safetensors.index.json", text.size(), h.hex(), ""};
@@ -91,12 +92,10 @@ store::Manifest write_stream_manifest(const std::string& model_dir, const std::s
       fs::create_directories(fs::path(file).parent_path());
       std::error_code ec;
       if (fs::exists(file) && fs::file_size(file, ec) == slots * part.length) continue;
-      std::string tmp = file + ".tmp";
-      int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-      bool ok = ::ftruncate(fd, off_t(slots * part.length)) == 0 && ::fsync(fd) == 0;
-      ::close(fd);
-      if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) fail(file, ": cannot create the layer file");
+      PendingFile layer(file, file + ".tmp");
+      if (::ftruncate(layer.fd(), off_t(slots * part.length)) != 0)
+        fail(file, ": cannot create the layer file: ", std::strerror(errno));
+      layer.commit();
     }
   }
   // Experts fetched under an earlier manifest that was replaced are not trusted: start a new journal.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
@@ -83,7 +84,7 @@ UpgradeResult upgrade_install(const std::string& model_dir, const store::ExpertB
   const std::string config_text = read_local(model_dir + "/config.json");
   const std::string id = store::model_identity(config_text, bank.layout);
   const std::string candidate = path + ".upgrade-tmp";
-  format::write_file_atomic(candidate, j.dump(1) + "\n");
+  write_file_durably(candidate, j.dump(1) + "\n");
   try {
     store::read_manifest(candidate, bank, id);
   } catch (const Error& e) {
@@ -92,7 +93,7 @@ UpgradeResult upgrade_install(const std::string& model_dir, const store::ExpertB
   }
   r.backup = cat(path, ".v", v, ".bak");
   if (fs::exists(r.backup) && read_local(r.backup) != text) r.backup = cat(path, ".v", v, ".", ::time(nullptr), ".bak");
-  format::write_file_atomic(r.backup, text);
+  write_file_durably(r.backup, text);
   fs::rename(candidate, path);
   r.to = current;
   return r;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/arena.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "fetch/install_record.h"
@@ -85,7 +86,7 @@ VerifyReport verify_install(const std::string& model_dir, const store::ExpertBan
           h.update(text.data(), text.size());
           std::string sum = h.hex();
           if (sum != f.sha256) fail(src->where(f.name), ": the source's bytes hash to ", sum, ", not the installed ", f.sha256);
-          format::write_file_atomic(model_dir + "/" + f.name, text);
+          write_file_durably(model_dir + "/" + f.name, text);
         }
         if (!check_file(model_dir + "/" + f.name, f).empty()) fail(f.name, ": still wrong after repair");
         rep.repaired.push_back(bad);

@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "format/json_util.h"
@@ -113,49 +114,6 @@ TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t data
   info.nbytes = size_t(nbytes);
   info.file_offset = data_start + begin;
   return info;
-}
-
-// Calls `produce(fd)` to fill a temporary file next to `path`, then makes it `path` atomically.
-void write_atomic(const std::string& path, const std::function<void(int fd, const std::string& tmp)>& produce) {
-  std::string tmp = cat(path, ".tmp-", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-  try {
-    produce(fd, tmp);
-    if (::fsync(fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail(tmp, ": close failed: ", std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      fail(path, ": cannot rename ", tmp, " into place: ", std::strerror(errno));
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // The rename is durable only once the directory entry is on disk.
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) fail(dir.string(), ": cannot open directory to fsync ", path, ": ", std::strerror(errno));
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0) fail(dir.string(), ": fsync of directory after writing ", path, " failed: ", std::strerror(err));
-}
-
-void write_all(int fd, const void* data, size_t size, const std::string& tmp) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(tmp, ": write failed: ", std::strerror(errno));
-    }
-    if (n == 0) fail(tmp, ": write wrote nothing");
-    p += n;
-    size -= size_t(n);
-  }
 }
 
 // A shard file name from an index must name a file inside the checkpoint directory.
@@ -409,7 +367,7 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
   for (uint64_t n : sizes) largest = std::max(largest, n);
   const size_t chunk = size_t(std::max<uint64_t>(1, std::min<uint64_t>(chunk_bytes, largest)));
 
-  write_atomic(path, [&](int fd, const std::string& tmp) {
+  write_durably(path, [&](int fd, const std::string& tmp) {
     write_all(fd, len, sizeof len, tmp);
     write_all(fd, text.data(), text.size(), tmp);
     // Two buffers: one is filled while a second thread writes the other.
@@ -463,8 +421,5 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   });
 }
 
-void write_file_atomic(const std::string& path, std::string_view text) {
-  write_atomic(path, [&](int fd, const std::string& tmp) { write_all(fd, text.data(), text.size(), tmp); });
-}
 
 }  // namespace sluice::format

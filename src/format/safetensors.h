@@ -101,7 +101,4 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
                                 const std::map<std::string, std::string>& metadata, const ProduceBytes& produce,
                                 size_t chunk_bytes = size_t(64) << 20);
 
-// Writes `text` to `path` atomically (temporary name, fsync, rename).
-void write_file_atomic(const std::string& path, std::string_view text);
-
 }  // namespace sluice::format

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/dspark_config.h"
@@ -343,10 +344,10 @@ void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shar
   }
   if (shards > 1) {
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    format::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+    write_file_durably(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
   }
-  format::write_file_atomic(dir + "/generation_config.json", generation.dump(2) + "\n");
-  format::write_file_atomic(dir + "/config.json", config_text);
+  write_file_durably(dir + "/generation_config.json", generation.dump(2) + "\n");
+  write_file_durably(dir + "/config.json", config_text);
 }
 
 }  // namespace
@@ -520,7 +521,7 @@ void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir)
   std::filesystem::create_directories(dir);
   format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
-  format::write_file_atomic(dir + "/config.json", config_text);
+  write_file_durably(dir + "/config.json", config_text);
 }
 
 std::string tiny_dspark_config_json(const TinyDSparkSpec& s, const format::KimiConfig& t) {
@@ -579,7 +580,7 @@ void write_tiny_dspark(const TinyDSparkSpec& spec, const format::KimiConfig& tar
   for (const TensorSpec& t : list.specs()) tensors.push_back({t.name, t.dtype, t.shape, fill(t, rng)});
   format::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   // config.json last: a directory with a config is a complete checkpoint.
-  format::write_file_atomic(dir + "/config.json", config_text);
+  write_file_durably(dir + "/config.json", config_text);
 }
 
 }  // namespace sluice::model

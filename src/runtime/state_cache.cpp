@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "runtime/conversation.h"
@@ -234,15 +235,6 @@ uint64_t read_payload_size(FileSource& in) {
 
 bool process_alive(long pid) { return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM); }
 
-void fsync_dir(const std::string& dir) {
-  const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d < 0) fail(dir, ": cannot open to fsync: ", std::strerror(errno));
-  const int rc = ::fsync(d);
-  const int err = errno;
-  ::close(d);
-  if (rc != 0) fail(dir, ": fsync failed: ", std::strerror(err));
-}
-
 }  // namespace
 
 StateCache::StateCache(StateCacheOptions opt, std::string model_key) : opt_(std::move(opt)), key_(std::move(model_key)) {
@@ -410,11 +402,11 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
       return;
     }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string tmp = path(cat(".", name, ".tmp-", ::getpid()));
-  Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   try {
-    if (f.fd < 0) fail(tmp, ": cannot create: ", std::strerror(errno));
-    FileSink out(f.fd, tmp);
+    // A hidden temporary that load-time cleanup recognises (and removes once its writer is gone).
+    PendingFile f(path(name), path(cat(".", name, ".tmp-", ::getpid())));
+    const std::string& tmp = f.tmp();
+    FileSink out(f.fd(), tmp);
     uint8_t head[kHeadBytes] = {};
     std::memcpy(head, kMagic, sizeof kMagic);
     put_u32(head + 8, kVersion);
@@ -429,14 +421,10 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
     out.write(tail, 8);
     put_u64(tail, out.digest());
     out.flush();
-    if (::write(f.fd, tail, 8) != 8) fail(tmp, ": write failed: ", std::strerror(errno));
-    if (::fsync(f.fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
-    const int fd = f.fd;
-    f.fd = -1;
-    if (::close(fd) != 0) fail(tmp, ": close failed: ", std::strerror(errno));
+    write_all(f.fd(), tail, 8, tmp);
     const uint64_t size = out.written() + 8;
     if (size > opt_.budget_bytes) {
-      ::unlink(tmp.c_str());
+      f.abandon();
       if (!warned_too_large_)
         warn(cat("a state of ", size, " bytes (", tape.size(), " tokens) is larger than the whole budget (",
                  opt_.budget_bytes, " bytes); not saved"));
@@ -444,8 +432,7 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
       return;
     }
     evict_to(opt_.budget_bytes - size, name);
-    if (::rename(tmp.c_str(), path(name).c_str()) != 0) fail(path(name), ": cannot rename into place: ", std::strerror(errno));
-    fsync_dir(opt_.dir);
+    f.commit();
     std::erase_if(entries_, [&](const Entry& e) {
       // Same name (a hash collision: the file was replaced), or a prefix the new state stands for.
       const bool prefix = m.can_truncate() && e.tokens.size() < tape.size() &&
@@ -464,8 +451,7 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
     ++counters_.saves;
     counters_.saved_bytes += size;
     counters_.save_ms += ms_since(t0);
-  } catch (const std::exception& e) {
-    ::unlink(tmp.c_str());
+  } catch (const std::exception& e) {  // the pending file removed its temporary
     warn(cat("saving a state of ", tape.size(), " tokens failed: ", e.what()));
   }
 }

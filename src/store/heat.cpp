@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
@@ -47,7 +48,7 @@ void Heat::save(const std::string& path) const {
   for (int64_t l = 0; l < layers_; ++l)
     for (int64_t e = 0; e < experts_; ++e) v[size_t(l * experts_ + e)] = get(int(l), int(e));
   nlohmann::json j = {{"format", "sluice-heat"}, {"version", 1}, {"layers", layers_}, {"experts", experts_}, {"counts", v}};
-  format::write_file_atomic(path, j.dump() + "\n");
+  write_file_durably(path, j.dump() + "\n");
 }
 
 }  // namespace sluice::store

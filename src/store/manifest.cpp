@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "format/json_util.h"
@@ -83,7 +84,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
             {"slot_bytes", m.layout.slot_bytes},   {"num_layers", m.num_layers},
             {"num_experts", m.num_experts},        {"homes", homes},
             {"layers", layers}};
-  format::write_file_atomic(path, j.dump(1) + "\n");
+  write_file_durably(path, j.dump(1) + "\n");
 }
 
 namespace {

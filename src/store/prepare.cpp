@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/arena.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "core/regular_file.h"
@@ -257,7 +258,7 @@ void claim_home(const Home& home, const std::string& model_id) {
   fs::create_directories(home.path);
   std::string marker = home.path + "/sluice-home.json";
   nlohmann::json j = {{"format", "sluice-home"}, {"version", 1}, {"model_id", model_id}};
-  format::write_file_atomic(marker, j.dump(2) + "\n");
+  write_file_durably(marker, j.dump(2) + "\n");
 }
 
 namespace {
@@ -467,8 +468,8 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
     struct Out {
       std::vector<int64_t> held;
       std::vector<uint64_t> sums;
-      std::string rel, path, tmp;
-      int fd = -1;  // open while the file is being written
+      std::string rel, path;
+      std::optional<PendingFile> file;  // while the file is being written (removed if never committed)
     };
     std::vector<Out> outs(H);
     uint64_t written = 0, layer_bytes = 0;
@@ -500,35 +501,30 @@ Manifest prepare_experts(const std::string& model_dir, const ExpertBank& bank, c
         o.path = home_path + "/" + o.rel;
         if (same || holds_records(o.path, o.held, o.sums, part_on[h].length, scratch.get())) continue;
         fs::create_directories(fs::path(o.path).parent_path());
-        o.tmp = o.path + ".tmp";
-        o.fd = ::open(o.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o.fd < 0) fail(o.tmp, ": cannot create: ", std::strerror(errno));
+        o.file.emplace(o.path, o.path + ".tmp");
       }
       // Each record is read once and its parts written to the homes that need them (in expert
       // order, which is each file's order).
       for (size_t h = 0; h < H; ++h) layer_bytes += outs[h].held.size() * part_on[h].length;
       for (int64_t e = 0; e < bank.num_experts; ++e) {
         bool need = false;
-        for (const Out& o : outs) need |= o.fd >= 0 && std::binary_search(o.held.begin(), o.held.end(), e);
+        for (const Out& o : outs) need |= o.file && std::binary_search(o.held.begin(), o.held.end(), e);
         if (!need) continue;
         fill_record(e);
         for (size_t h = 0; h < H; ++h)
-          if (outs[h].fd >= 0 && std::binary_search(outs[h].held.begin(), outs[h].held.end(), e)) {
-            write_all(outs[h].fd, record.get() + part_on[h].at, part_on[h].length, outs[h].tmp);
+          if (outs[h].file && std::binary_search(outs[h].held.begin(), outs[h].held.end(), e)) {
+            write_all(outs[h].file->fd(), record.get() + part_on[h].at, part_on[h].length, outs[h].file->tmp());
             written += part_on[h].length;
           }
         if (opt.progress && written < layer_bytes) opt.progress(done + written, total, cat("layer ", l));
       }
       for (Out& o : outs) {
-        if (o.fd < 0) continue;
-        if (::fsync(o.fd) != 0) fail(o.tmp, ": fsync failed: ", std::strerror(errno));
-        ::close(o.fd);
-        o.fd = -1;
-        if (::rename(o.tmp.c_str(), o.path.c_str()) != 0) fail(o.path, ": rename failed: ", std::strerror(errno));
+        if (!o.file) continue;
+        o.file->commit();
+        o.file.reset();
       }
     } catch (...) {
-      for (Out& o : outs)
-        if (o.fd >= 0) ::close(o.fd), ::unlink(o.tmp.c_str());
+      outs.clear();  // the files not committed remove their temporaries
       throw;
     }
     for (size_t h = 0; h < H; ++h) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/dspark_config.h"
 #include "format/json_util.h"
@@ -122,7 +123,7 @@ class DSparkLoad : public ::testing::Test {
   void edit_config(const std::function<void(json&)>& edit) {
     json j = format::read_json_file(dir_ / "ds/config.json");
     edit(j);
-    format::write_file_atomic(dir_ / "ds/config.json", j.dump(2));
+    write_file_durably(dir_ / "ds/config.json", j.dump(2));
   }
   // Rewrites model.safetensors through `edit` on the list of tensors.
   void edit_tensors(const std::function<void(std::vector<format::TensorToWrite>&)>& edit) {

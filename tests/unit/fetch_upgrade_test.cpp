@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "fetch/setup.h"
 #include "fetch/upgrade.h"
@@ -131,7 +132,7 @@ TEST(FetchUpgradeTest, MigrationNeverTouchesExpertBytes) {
   // The same installation as the first sluice wrote it.
   nlohmann::json j = nlohmann::json::parse(slurp(store::manifest_path(model_dir)));
   j["version"] = 1;
-  format::write_file_atomic(store::manifest_path(model_dir), j.dump(1) + "\n");
+  write_file_durably(store::manifest_path(model_dir), j.dump(1) + "\n");
   std::map<std::string, std::pair<std::string, fs::file_time_type>> homes;
   for (const char* h : {"h0", "h1"})
     for (const auto& e : fs::recursive_directory_iterator(dir / h))

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "format/qwen3_config.h"
 #include "format/safetensors.h"
@@ -306,7 +307,7 @@ TEST(Qwen3Load, BadTensorsAreRefusedByName) {
   // The config now implies another MLP width than the tensors have.
   json j = json::parse(model::tiny_qwen3_config_json(s));
   j["intermediate_size"] = 96;
-  format::write_file_atomic(dir / "config.json", j.dump());
+  write_file_durably(dir / "config.json", j.dump());
   try {
     model::Qwen3Model::load(dir.str());
     FAIL() << "loaded a checkpoint that does not match its config";
@@ -320,7 +321,7 @@ TEST(Qwen3Load, BadTensorsAreRefusedByName) {
   model::write_tiny_qwen3_checkpoint(s, dir.str());
   j = json::parse(model::tiny_qwen3_config_json(s));
   j["tie_word_embeddings"] = false;
-  format::write_file_atomic(dir / "config.json", j.dump());
+  write_file_durably(dir / "config.json", j.dump());
   try {
     model::Qwen3Model::load(dir.str());
     FAIL() << "loaded an untied config without lm_head.weight";

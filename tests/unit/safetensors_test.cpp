@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/safetensors.h"
@@ -543,9 +544,9 @@ TEST(SafetensorsWrite, FailedRenameLeavesNoTempFile) {
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_FALSE(has_temp_files(dir));
   EXPECT_TRUE(std::filesystem::is_directory(path));
-  msg = error_of([&] { write_file_atomic(path, "text"); });
+  msg = error_of([&] { write_file_durably(path, "text"); });
   EXPECT_FALSE(has_temp_files(dir));
-  msg = error_of([&] { write_file_atomic(dir.file("no/such/dir/f"), "text"); });
+  msg = error_of([&] { write_file_durably(dir.file("no/such/dir/f"), "text"); });
   EXPECT_NE(msg.find("cannot create"), std::string::npos) << msg;
 }
 
@@ -558,7 +559,7 @@ TEST(SafetensorsWrite, FailedWriteMidwayKeepsOldFileAndNoTemp) {
   ThreadPool::global();
   TempDir dir;
   std::string path = dir.file("m.safetensors");
-  write_file_atomic(path, "old contents");
+  write_file_durably(path, "old contents");
   // In a child process: cap the file size so the write fails with EFBIG part way through.
   auto child = [&] {
     std::signal(SIGXFSZ, SIG_IGN);
@@ -582,8 +583,8 @@ TEST(SafetensorsWrite, FailedWriteMidwayKeepsOldFileAndNoTemp) {
 TEST(SafetensorsWrite, WriteFileAtomicReplaces) {
   TempDir dir;
   std::string path = dir.file("config.json");
-  write_file_atomic(path, "one");
-  write_file_atomic(path, "two, longer");
+  write_file_durably(path, "one");
+  write_file_durably(path, "two, longer");
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "two, longer");

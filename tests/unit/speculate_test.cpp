@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/durable_file.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -198,7 +199,7 @@ TEST_F(TextDraftEquality, KimiDraftWithItsOwnTokenizerDraftsThroughText) {
   model::TinySpec s = testing::tiny_linear_spec();
   s.vocab = testing::draft_tokenizer()->vocab_size() + 8;
   model::write_tiny_checkpoint(s, dir / "kimi");
-  format::write_file_atomic(dir / "kimi/tokenizer.json", testing::draft_tokenizer_json());
+  write_file_durably(dir / "kimi/tokenizer.json", testing::draft_tokenizer_json());
   auto drafter = runtime::make_drafter("model:" + (dir / "kimi"), *target_, testing::kDefaultTarget, tok_.get());
   ASSERT_STREQ(drafter->name(), "text");
   expect_same_tokens(*drafter, {9}, {-1, 3});
@@ -315,7 +316,7 @@ TEST(MakeDrafter, PicksTheDrafterFromTheSpecAndDirectory) {
   EXPECT_NE(error_of("model:" + (dir / "q"), nullptr).find("has no tokenizer"), std::string::npos);
   std::filesystem::remove(dir / "q/tokenizer.json");
   EXPECT_NE(error_of("model:" + (dir / "q"), target_tok.get()).find("q: no tokenizer"), std::string::npos);
-  format::write_file_atomic(dir / "q/config.json", R"({"model_type": "llama"})");
+  write_file_durably(dir / "q/config.json", R"({"model_type": "llama"})");
   EXPECT_NE(error_of("model:" + (dir / "q"), target_tok.get()).find("model_type 'llama' is not supported"),
             std::string::npos);
   EXPECT_NE(error_of("bogus", target_tok.get()).find("'bogus' is not off, ngram, model:DIR or dspark:DIR"), std::string::npos);

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "error_of.h"
 #include "core/error.h"
 #include "fetch/stream_manifest.h"
@@ -212,7 +213,7 @@ class StoreFusedBankTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(model_dir());
-    format::write_file_atomic(model_dir() + "/config.json", "{\"model_type\": \"fused_test\", \"num_hidden_layers\": 3}\n");
+    write_file_durably(model_dir() + "/config.json", "{\"model_type\": \"fused_test\", \"num_hidden_layers\": 3}\n");
     std::mt19937 rng(2026);
     std::vector<format::TensorToWrite> out;
     out.push_back({"model.embed_tokens.weight", DType::F32, {4, 4}, std::vector<std::byte>(64, std::byte{1})});

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/durable_file.h"
 #include "format/safetensors.h"
 #include "model/tiny_checkpoint.h"
 #include "runtime/speculate/draft_lm.h"
@@ -38,7 +39,7 @@ inline void write_text_draft(const std::string& dir, uint64_t seed = 5) {
   s.vocab = draft_tokenizer()->vocab_size() + 1;
   s.eos = int32_t(s.vocab - 1);
   model::write_tiny_qwen3_checkpoint(s, dir);
-  format::write_file_atomic(dir + "/tokenizer.json", draft_tokenizer_json());
+  write_file_durably(dir + "/tokenizer.json", draft_tokenizer_json());
 }
 
 // ScriptedTextLm knows the text from its start only, so drafters driving it always feed the whole
