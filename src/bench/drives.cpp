@@ -90,6 +90,10 @@ nlohmann::json measure_drives(const DriveOptions& opt) {
       for (size_t k = 0; k < manifest->homes.size(); ++k)
         if (canonical(manifest->homes[k].path) == canonical(h)) manifest_home[i] = int(k);
     std::vector<RecordRef> recs;
+    // A home not made yet is made here, as prepare would make it (whichever command comes first).
+    std::error_code made;
+    fs::create_directories(h, made);
+    if (made) fail("--home ", h, ": cannot create it: ", made.message());
     if (manifest_home[i] >= 0 && !opt.record_bytes) {
       recs = by_manifest_home[size_t(manifest_home[i])];
     } else {

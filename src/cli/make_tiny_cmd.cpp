@@ -1,13 +1,11 @@
 // `sluice make-tiny`: write a small random checkpoint in the real format (tests, fixtures, demos),
 // and optionally a random K3 DSpark drafter matched to it (or to an existing target directory).
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "cli/progress_line.h"
 #include "core/error.h"
 #include "format/kimi_config.h"
 #include "model/tiny_checkpoint.h"
@@ -16,24 +14,9 @@ namespace sluice::cli {
 namespace {
 
 
-// Progress on stderr: redrawn in place at most ten times a second on a terminal, a plain line every
-// 10 % otherwise (a log gets a dozen lines, not one per chunk); the last line gives the write rate.
 void show_progress(int64_t done, int64_t total) {
-  using Clock = std::chrono::steady_clock;
-  static const Clock::time_point start = Clock::now();  // the first call comes before any bytes
-  static Clock::time_point last_draw;
-  static int64_t last_tenth = -1;
-  static const bool tty = ::isatty(2);
-  const Clock::time_point now = Clock::now();
-  const bool last = done >= total;
-  const int64_t tenth = total > 0 ? done * 10 / total : 10;
-  if (!last && (tty ? now - last_draw < std::chrono::milliseconds(100) : tenth == last_tenth)) return;
-  last_draw = now;
-  last_tenth = tenth;
-  const double seconds = std::chrono::duration<double>(now - start).count();
-  std::fprintf(stderr, "%smake-tiny: %8.1f / %.1f MB", tty ? "\r" : "", done / 1e6, total / 1e6);
-  if (seconds >= 0.5) std::fprintf(stderr, ", %.0f MB/s", done / 1e6 / seconds);
-  std::fprintf(stderr, "%s", tty && !last ? "" : "\n");
+  static ProgressLine line("make-tiny");
+  line.update(uint64_t(done), uint64_t(total));
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 // `sluice prepare`: pack a model's routed experts onto one or more homes and write its manifest.
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 
+#include "bench/drives.h"
 #include "cli/arg_lists.h"
 #include "cli/commands.h"
+#include "cli/progress_line.h"
 #include "cli/usage_error.h"
 #include "core/error.h"
 #include "model/registry.h"
 #include "store/prepare.h"
 
 namespace sluice::cli {
+namespace fs = std::filesystem;
 
 Action register_prepare(CLI::App& app) {
   struct Args {
@@ -23,8 +28,9 @@ Action register_prepare(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "prepare",
       "Pack the routed experts onto homes (one directory per drive) for streaming, and write the manifest.\n"
-      "Each layer's experts are spread over the homes in proportion to their read rates, as `sluice bench\n"
-      "drives --home ...` measured them (its <home>/sluice-drive.json; equal shares when a home has none);\n"
+      "Each layer's experts are spread over the homes in proportion to their read rates: <home>/sluice-drive.json,\n"
+      "which `sluice bench drives --home ...` writes and which prepare measures the same way first when a home\n"
+      "lacks it (a few seconds; --no-measure gives equal shares instead);\n"
       "--full-copy and --replicate-hot add replicas. With --stripe, every record is instead cut into one part\n"
       "per home, sized by the same rates, so each read keeps all the drives busy. After a new drive measurement, run prepare again to\n"
       "re-place: layer files whose contents stay are kept; with --rebalance the records come from the\n"
@@ -61,11 +67,28 @@ Action register_prepare(CLI::App& app) {
                  : a->stripe == "off" ? store::PrepareOptions::Stripe::Off
                                       : store::PrepareOptions::Stripe::Auto;
     if (opt.homes.empty() && !opt.rebalance) usage_fail("--home is required (one per drive; or --rebalance)");
-    opt.progress = [](uint64_t done, uint64_t total, const std::string& what) {
-      std::fprintf(stderr, "\rprepare: %5.1f%%  %8.1f / %8.1f MB  %-40s", total ? 100.0 * done / total : 100.0,
-                   done / 1e6, total / 1e6, what.c_str());
-      if (done >= total) std::fprintf(stderr, "\n");
-    };
+    auto line = std::make_shared<ProgressLine>("prepare");
+    opt.progress = [line](uint64_t done, uint64_t total, const std::string& what) { line->update(done, total, what); };
+    // One drive measurement: where a home has none yet (no sluice-drive.json), prepare runs the one
+    // `sluice bench drives` makes (expert-sized O_DIRECT reads, every home at once, at the engine's
+    // queue depth), stores it on each home as bench drives does, and places by it.
+    const store::ExpertBank bank = model::expert_bank_of(a->model_dir);
+    if (opt.measure && opt.homes.size() > 1 && store::measured_drive_speeds(opt.homes).empty()) {
+      bench::DriveOptions d;
+      for (const store::Home& h : opt.homes) d.homes.push_back(h.path);
+      d.depths = {d.store_queue_depth};
+      d.seconds = 1;
+      d.record_bytes = bank.layout.slot_bytes;
+      d.probe_bytes = uint64_t(128) << 20;
+      d.log = [](const std::string& s) { std::fprintf(stderr, "prepare: drives: %s\n", s.c_str()); };
+      std::fprintf(stderr, "prepare: measuring the homes' read rates (as `sluice bench drives`; --no-measure skips)\n");
+      std::vector<bool> had_probe;
+      for (const std::string& h : d.homes) had_probe.push_back(fs::exists(h + "/sluice-drive-probe.bin"));
+      bench::measure_drives(d);
+      // The probe files prepare wrote to have something to read go again (the experts follow).
+      for (size_t i = 0; i < d.homes.size(); ++i)
+        if (!had_probe[i]) fs::remove(d.homes[i] + "/sluice-drive-probe.bin");
+    }
     const std::vector<double> speeds = store::measured_drive_speeds(opt.homes);
     if (opt.rebalance && opt.homes.empty())
       std::fprintf(stderr, "prepare: re-placing onto the manifest's homes from their own records\n");
@@ -74,7 +97,7 @@ Action register_prepare(CLI::App& app) {
                            "--home ...` measures them, and prepare then places by speed)\n");
     else if (opt.homes.size() > 1)
       std::fprintf(stderr, "prepare: placing by the measured read rates\n");
-    store::Manifest m = store::prepare_experts(a->model_dir, model::expert_bank_of(a->model_dir), opt);
+    store::Manifest m = store::prepare_experts(a->model_dir, bank, opt);
     const bool striped = !m.holders.empty() && [&] {
       for (const auto& layer : m.holders)
         if (!layer.empty()) return store::parts_of(layer[0]).size() > 1;
