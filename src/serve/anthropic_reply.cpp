@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "fetch/sha256.h"
 #include "format/json_util.h"
 #include "serve/sse.h"
 #include "tokenizer/utf8.h"
@@ -22,7 +23,9 @@ class AnthropicWriter final : public ReplyWriter {
     send_(anthropic_event(Json{{"type", "message_start"}, {"message", std::move(message)}}));
     send_(anthropic_event(Json{{"type", "ping"}}));
   }
-  void reasoning(const std::string& text) override { append(Kind::thinking, text); }
+  void reasoning(const std::string& text) override {
+    if (ctx_.show_reasoning) append(Kind::thinking, text);
+  }
   void content(const std::string& text) override { append(Kind::text, text); }
 
   Json finish(const ReplyEnd& end) override {
@@ -94,6 +97,7 @@ class AnthropicWriter final : public ReplyWriter {
       open_block(kind);
     }
     const char* field = kind == Kind::thinking ? "thinking" : "text";
+    if (kind == Kind::thinking) thinking_ += text;
     if (ctx_.stream) {
       const char* delta = kind == Kind::thinking ? "thinking_delta" : "text_delta";
       send_(anthropic_event(
@@ -103,9 +107,10 @@ class AnthropicWriter final : public ReplyWriter {
     }
   }
   void open_block(Kind kind) {
-    // Reasoning is the model's own and cannot be verified by a signature here: it is empty.
+    // A thinking block's signature comes when it closes (signature_delta in a stream).
     Json block = kind == Kind::thinking ? Json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
                                         : Json{{"type", "text"}, {"text", ""}};
+    thinking_.clear();
     open_ = kind;
     const size_t index = next_index_++;
     if (ctx_.stream)
@@ -115,13 +120,24 @@ class AnthropicWriter final : public ReplyWriter {
   }
   void close_block() {
     if (open_ == Kind::none) return;
+    const Kind was = open_;
     open_ = Kind::none;
+    if (was == Kind::thinking) {
+      const std::string signature = thinking_signature(thinking_);
+      if (ctx_.stream)
+        send_(anthropic_event(Json{{"type", "content_block_delta"},
+                                   {"index", next_index_ - 1},
+                                   {"delta", {{"type", "signature_delta"}, {"signature", signature}}}}));
+      else
+        blocks_.back()["signature"] = signature;
+    }
     if (ctx_.stream) send_(anthropic_event(Json{{"type", "content_block_stop"}, {"index", next_index_ - 1}}));
   }
 
   ReplyContext ctx_;
   Send send_;
   Kind open_ = Kind::none;
+  std::string thinking_;  // the open thinking block's text (for its signature)
   size_t next_index_ = 0;
   Json blocks_ = Json::array();  // the message's content (non-stream)
 };
@@ -146,6 +162,12 @@ Json anthropic_error_body(const ApiError& e) {
 
 std::string anthropic_event(const Json& j) {
   return "event: " + j.value("type", std::string("message")) + "\ndata: " + dump_json(j) + "\n\n";
+}
+
+std::string thinking_signature(const std::string& thinking) {
+  fetch::Sha256 h;
+  h.update(thinking.data(), thinking.size());
+  return "sluice-sha256:" + h.hex();
 }
 
 Json tool_use_input(const std::string& arguments) {

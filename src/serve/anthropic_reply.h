@@ -2,7 +2,8 @@
 // and tool_use; stop_reason end_turn | max_tokens | stop_sequence | tool_use; usage with the
 // prompt tokens continued from kept state as cache_read_input_tokens) and its stream of named
 // server-sent events (message_start, ping, content_block_start / content_block_delta with
-// thinking_delta, text_delta or input_json_delta / content_block_stop, message_delta with the stop
+// thinking_delta (then one signature_delta), text_delta or input_json_delta / content_block_stop,
+// message_delta with the stop
 // reason and cumulative usage, message_stop), plus Anthropic-shaped errors.
 #pragma once
 #include <memory>
@@ -21,6 +22,11 @@ Json anthropic_error_body(const ApiError& e);
 
 // "event: <j.type>\ndata: <compact json>\n\n"
 std::string anthropic_event(const Json& j);
+
+// A thinking block's signature: "sluice-sha256:" and the SHA-256 of its text. It says which text the
+// server wrote (a client passes the block back unchanged); it is not a secret, and the block's text
+// is what the model reads again either way.
+std::string thinking_signature(const std::string& thinking);
 
 // A tool call's arguments (JSON text) as a tool_use input object: the object they spell, {} when
 // empty, else {"arguments_text": the text} (a model may write arguments that are not a JSON object).

@@ -370,7 +370,9 @@ tokenizer::ChatOptions messages_chat_options(ChatFormat format, const MessagesRe
   switch (format) {
     case ChatFormat::kimi_k3:
     case ChatFormat::qwen3:
-      if (r.thinking == T::disabled) c.reasoning_effort = "none";
+      // Thinking happens only when asked for, as in Anthropic's API (a request without `thinking`
+      // gets the answer alone).
+      if (r.thinking != T::enabled) c.reasoning_effort = "none";
       break;
     case ChatFormat::gpt_oss:
       if (r.thinking == T::disabled) refuse("gpt-oss always reasons; leave 'thinking' out or enable it.");

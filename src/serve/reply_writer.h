@@ -43,6 +43,9 @@ struct ReplyContext {
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
   int64_t prompt_tokens = 0;
+  // Whether the model's reasoning goes to the client (Anthropic Messages: only when the request
+  // enabled thinking; a model that always reasons still does, and the reply leaves it out).
+  bool show_reasoning = true;
 };
 
 class ReplyWriter {

@@ -195,7 +195,10 @@ PreparedRequest Service::prepare_messages(const std::string& body, const std::fu
   MessagesRequest m = parse_messages_request(parse_body(body), limits_);
   if (!format_) throw no_chat_format();
   tokenizer::ChatOptions co = messages_chat_options(*format_, m);
-  return prepare_chat_request(std::move(m.chat), std::move(co), admit, Api::messages);
+  PreparedRequest p = prepare_chat_request(std::move(m.chat), std::move(co), admit, Api::messages);
+  // Anthropic returns thinking blocks only when the request enabled thinking.
+  p.show_reasoning = m.thinking == MessagesRequest::Thinking::enabled;
+  return p;
 }
 
 PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co,
@@ -239,7 +242,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
     last_write = Clock::now();
   };
   ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
-                   int64_t(req.prompt.size())};
+                   int64_t(req.prompt.size()), req.show_reasoning};
   std::unique_ptr<ReplyWriter> out =
       req.api == Api::messages
           ? make_anthropic_writer(std::move(ctx), send)

@@ -64,6 +64,7 @@ struct PreparedRequest {
   int64_t max_new = 0;
   tokenizer::ChatFormat format = tokenizer::ChatFormat::kimi_k3;
   bool opened_think = false;
+  bool show_reasoning = true;  // ReplyContext::show_reasoning
   std::string id;
   int64_t created = 0;
 };

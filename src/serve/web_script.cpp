@@ -110,7 +110,9 @@ const std::string_view kWebScriptJs = R"js('use strict';
         blocks.push({ type: 'text', text: m.content });
         return { role: 'assistant', content: blocks };
       });
-      return { url: '/v1/messages', body: { model, messages, max_tokens: maxTokens, temperature, stream: true } };
+      // Anthropic's API thinks only when asked: the chat asks (adaptive: no budget to fit in max_tokens).
+      return { url: '/v1/messages',
+               body: { model, messages, max_tokens: maxTokens, temperature, stream: true, thinking: { type: 'adaptive' } } };
     }
     const messages = history.map((m) => {
       const out = { role: m.role, content: m.content };

@@ -143,6 +143,10 @@ TEST(ServeAnthropic, ThinkingAndToolChoicePerFormat) {
   EXPECT_FALSE(messages_chat_options(ChatFormat::kimi_k3, off).thinking);
   EXPECT_TRUE(messages_chat_options(ChatFormat::kimi_k3, on).thinking);
   EXPECT_FALSE(messages_chat_options(ChatFormat::qwen3, off).thinking);
+  // No `thinking` in the request: no thinking, as in Anthropic's API (models that can turn it off).
+  EXPECT_FALSE(messages_chat_options(ChatFormat::kimi_k3, with("")).thinking);
+  EXPECT_FALSE(messages_chat_options(ChatFormat::qwen3, with("")).thinking);
+  EXPECT_EQ(refusal(ChatFormat::gpt_oss, with("")), "");
   EXPECT_EQ(refusal(ChatFormat::gpt_oss, off), "thinking");
   EXPECT_EQ(refusal(ChatFormat::kimi_k2_thinking, off), "thinking");
   EXPECT_EQ(refusal(ChatFormat::deepseek_v3_0324, on), "thinking");
@@ -196,8 +200,8 @@ std::vector<std::string> types_of(const std::vector<Json>& events) {
 struct Both {
   std::string stream_text;
   std::unique_ptr<ReplyWriter> streamed, whole;
-  Both(int64_t prompt) {
-    ReplyContext ctx{"msg_1", 0, "tiny", true, false, prompt};
+  explicit Both(int64_t prompt, bool show_reasoning = true) {
+    ReplyContext ctx{"msg_1", 0, "tiny", true, false, prompt, show_reasoning};
     streamed = make_anthropic_writer(ctx, [this](const std::string& e) { stream_text += e; });
     ctx.stream = false;
     whole = make_anthropic_writer(ctx, [](const std::string&) { FAIL() << "a whole message sent an event"; });
@@ -227,6 +231,7 @@ Json accumulate(const std::vector<Json>& events) {
       if (d["type"] == "text_delta") b["text"] = b["text"].get<std::string>() + d["text"].get<std::string>();
       if (d["type"] == "thinking_delta") b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
       if (d["type"] == "input_json_delta") partial[e["index"].get<size_t>()] += d["partial_json"].get<std::string>();
+      if (d["type"] == "signature_delta") b["signature"] = d["signature"];
     } else if (e["type"] == "content_block_stop") {
       size_t i = e["index"];
       if (content[i]["type"] == "tool_use") content[i]["input"] = Json::parse(partial[i]);
@@ -254,7 +259,8 @@ TEST(ServeAnthropic, StreamEventSequenceAndMessageAgree) {
   EXPECT_EQ(types_of(events),
             (std::vector<std::string>{"message_start", "ping", "content_block_start:thinking",
                                       "content_block_delta:thinking_delta", "content_block_delta:thinking_delta",
-                                      "content_block_stop", "content_block_start:text", "content_block_delta:text_delta",
+                                      "content_block_delta:signature_delta", "content_block_stop",
+                                      "content_block_start:text", "content_block_delta:text_delta",
                                       "content_block_delta:text_delta", "content_block_stop",
                                       "content_block_start:tool_use", "content_block_delta:input_json_delta",
                                       "content_block_stop", "content_block_start:tool_use",
@@ -265,7 +271,7 @@ TEST(ServeAnthropic, StreamEventSequenceAndMessageAgree) {
   EXPECT_EQ(start["content"], Json::array());
   EXPECT_TRUE(start["stop_reason"].is_null());
   EXPECT_EQ(start["usage"]["input_tokens"], 12);
-  const Json& delta = events[16];
+  const Json& delta = events[17];
   EXPECT_EQ(delta["delta"], Json::parse(R"({"stop_reason": "tool_use", "stop_sequence": null})"));
   const Json usage = Json::parse(R"({"input_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 5,
                                      "output_tokens": 9})");
@@ -277,11 +283,27 @@ TEST(ServeAnthropic, StreamEventSequenceAndMessageAgree) {
   EXPECT_EQ(message["stop_reason"], "tool_use");
   EXPECT_EQ(message["usage"], usage);
   EXPECT_EQ(message["content"], Json::parse(R"([
-    {"type": "thinking", "thinking": "Let me think.", "signature": ""},
+    {"type": "thinking", "thinking": "Let me think.",
+     "signature": "sluice-sha256:a0e90b3995069d8a3d3391fc04ca18be14292b46d4261b83471d8af012e1690f"},
     {"type": "text", "text": "Calling the tool."},
     {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Oslo"}},
     {"type": "tool_use", "id": "toolu_b", "name": "noop", "input": {}}])"));
   EXPECT_EQ(accumulate(events), message["content"]);
+}
+
+// A request that did not enable thinking gets no thinking block, streamed or whole, even from a
+// model that always reasons (the reasoning is generated and counted, not shown).
+TEST(ServeAnthropic, ReasoningIsLeftOutUnlessThinkingWasEnabled) {
+  Both w(4, /*show_reasoning=*/false);
+  w.reasoning("hidden ");
+  w.content("Hello.");
+  ReplyEnd end;
+  end.reason = ReplyEnd::Reason::eos;
+  end.completion_tokens = 5;
+  Json message = w.finish(end);
+  EXPECT_EQ(message["content"], Json::parse(R"([{"type": "text", "text": "Hello."}])"));
+  EXPECT_EQ(accumulate(events_of(w.stream_text)), message["content"]);
+  EXPECT_EQ(message["usage"]["output_tokens"], 5);
 }
 
 TEST(ServeAnthropic, StopReasonsAndEmptyReplies) {
