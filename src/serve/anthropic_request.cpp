@@ -363,6 +363,17 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& li
   return r;
 }
 
+MessagesRequest parse_count_tokens_request(const Json& body, const RequestLimits& limits) {
+  if (!body.is_object()) bad("body", "must be a JSON object.");
+  static const std::set<std::string> kCountFields = {"model", "messages", "system", "tools", "tool_choice", "thinking"};
+  for (auto f = body.begin(); f != body.end(); ++f)
+    if (!kCountFields.count(f.key())) unknown_field(f.key());
+  // No reply is made: any max_tokens lets every thinking budget through.
+  Json with_length = body;
+  with_length["max_tokens"] = int64_t(1) << 40;
+  return parse_messages_request(with_length, limits);
+}
+
 tokenizer::ChatOptions messages_chat_options(ChatFormat format, const MessagesRequest& r) {
   ChatRequest c = r.chat;
   using T = MessagesRequest::Thinking;

@@ -22,6 +22,9 @@ struct MessagesRequest {
 
 // Parse + validate a parsed body (parse_body); throws ApiError.
 MessagesRequest parse_messages_request(const Json& body, const RequestLimits& limits);
+// The body of POST /v1/messages/count_tokens (model, messages, system, tools, tool_choice,
+// thinking; no max_tokens, no sampling), as the Messages request it would render.
+MessagesRequest parse_count_tokens_request(const Json& body, const RequestLimits& limits);
 
 // The chat format's options for the request: `thinking` as the format can express it (refused by
 // name where it cannot: a model that never reasons, or one that always does), then what

@@ -337,6 +337,13 @@ int serve_http(Service& service) {
     svr.Post(p + "/messages", [&](const httplib::Request& req, httplib::Response& res) {
       handle_generation(service, Api::messages, req, res);
     });
+    svr.Post(p + "/messages/count_tokens", [&](const httplib::Request& req, httplib::Response& res) {
+      try {
+        res.set_content(dump_json(service.count_message_tokens(req.body)), "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e, req);
+      }
+    });
     svr.Get(p + "/telemetry", [&](const httplib::Request&, httplib::Response& res) { handle_telemetry(service, res); });
   }
   svr.Get("/", serve_asset);

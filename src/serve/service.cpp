@@ -201,6 +201,19 @@ PreparedRequest Service::prepare_messages(const std::string& body, const std::fu
   return p;
 }
 
+Json Service::count_message_tokens(const std::string& body) {
+  MessagesRequest m = parse_count_tokens_request(parse_body(body), limits_);
+  if (!format_) throw no_chat_format();
+  const tokenizer::ChatOptions co = messages_chat_options(*format_, m);
+  try {
+    tokenizer::RenderedChat rendered = tokenizer::render_chat(
+        *tokenizer_, *format_, tokenizer::adapt_tool_arguments(*format_, m.chat.messages), co);
+    return Json{{"input_tokens", int64_t(rendered.ids.size())}};
+  } catch (const Error& e) {
+    invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
+  }
+}
+
 PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co,
                                               const std::function<void()>& admit, Api api) {
   if (admit) admit();

@@ -92,6 +92,9 @@ class Service {
   PreparedRequest prepare_chat(const std::string& body, const std::function<void()>& admit = {});
   // POST /v1/messages (Anthropic); errors carry the same statuses, shaped by the HTTP layer.
   PreparedRequest prepare_messages(const std::string& body, const std::function<void()>& admit = {});
+  // POST /v1/messages/count_tokens: {"input_tokens": the prompt's tokens as a Messages request with
+  // this body would render them}. Uses the tokenizer only (no slot, no engine).
+  Json count_message_tokens(const std::string& body);
 
   // Runs a request; the caller holds the admission turn. Streaming requests send every SSE event
   // through `write` (false = the client is gone) and return null; others return the response JSON.

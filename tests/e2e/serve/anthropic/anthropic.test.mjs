@@ -101,6 +101,21 @@ test('tools: declared tools, a tool_use / tool_result round trip, tool_choice an
            /tool_choice/.test(e.error.error.message));
 });
 
+test('messages.countTokens: the prompt a create with the same messages reads', async () => {
+  const sys = 'Be brief.';
+  const counted = await client.messages.countTokens({ model, messages: hi, system: sys });
+  assert.equal(typeof counted.input_tokens, 'number');
+  const made = await client.messages.create({ model, max_tokens: 1, messages: hi, system: sys, temperature: 0 });
+  assert.equal(counted.input_tokens, made.usage.input_tokens + made.usage.cache_read_input_tokens);
+  const plain = await client.messages.countTokens({ model, messages: hi });
+  const more = await client.messages.countTokens({ model, messages: [...hi, { role: 'assistant', content: 'Hi.' },
+                                                                     { role: 'user', content: 'And you?' }] });
+  assert.ok(counted.input_tokens > plain.input_tokens, 'a system prompt counts');
+  assert.ok(more.input_tokens > plain.input_tokens, 'more turns count');
+  await assert.rejects(client.messages.countTokens({ model, messages: hi, max_tokens: 5 }),
+                       (e) => e.status === 400 && /max_tokens/.test(e.message));
+});
+
 test('stop sequences cut the text and are reported', async (t) => {
   const req = { model, max_tokens: 40, messages: hi, temperature: 0, thinking: { type: 'disabled' } };
   const full = await client.messages.create(req);
