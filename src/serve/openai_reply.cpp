@@ -79,6 +79,7 @@ class OpenAiWriter final : public ReplyWriter {
                 {"object", chat_ ? "chat.completion" : "text_completion"},
                 {"created", ctx_.created},
                 {"model", ctx_.model},
+                {"system_fingerprint", ctx_.system_fingerprint},
                 {"choices", Json::array({choice})},
                 {"usage", usage},
                 {"sluice", end.stats.json()}};
@@ -93,7 +94,8 @@ class OpenAiWriter final : public ReplyWriter {
     Json j = {{"id", ctx_.id},
               {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
               {"created", ctx_.created},
-              {"model", ctx_.model}};
+              {"model", ctx_.model},
+              {"system_fingerprint", ctx_.system_fingerprint}};
     j["choices"] = choice.is_null() ? Json::array() : Json::array({std::move(choice)});
     if (ctx_.include_usage) j["usage"] = nullptr;
     return j;

@@ -2,6 +2,7 @@
 // and values, so that a client never gets a silently ignored parameter.
 #include "serve/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -367,10 +368,21 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
       invalid("response_format", "'response_format' must be an object with a 'type'.");
     std::string t = (*rf)["type"].get<std::string>();
+    // Keys OpenAI does not define are refused, as at the top level (a typo would otherwise be
+    // ignored silently).
+    auto only_keys = [](const Json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
+      for (auto f = obj.begin(); f != obj.end(); ++f)
+        if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return f.key() == a; }))
+          invalid(where + "." + f.key(), "Unrecognized request argument supplied: " + where + "." + f.key(),
+                  "unknown_parameter");
+    };
+    only_keys(*rf, "response_format", t == "json_schema" ? std::initializer_list<const char*>{"type", "json_schema"}
+                                                          : std::initializer_list<const char*>{"type"});
     if (t == "json_schema") {
       auto js = rf->find("json_schema");
       if (js == rf->end() || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
         invalid("response_format.json_schema", "A json_schema response format needs json_schema.schema (an object).");
+      only_keys(*js, "response_format.json_schema", {"name", "description", "schema", "strict"});
       r.response_format = *rf;
     } else if (t == "json_object") {
       r.response_format = *rf;

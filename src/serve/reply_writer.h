@@ -46,6 +46,9 @@ struct ReplyContext {
   // Whether the model's reasoning goes to the client (Anthropic Messages: only when the request
   // enabled thinking; a model that always reasons still does, and the reply leaves it out).
   bool show_reasoning = true;
+  // OpenAI's system_fingerprint: which engine build, model and device produced the reply (two
+  // replies with the same fingerprint and seed are the same computation).
+  std::string system_fingerprint;
 };
 
 class ReplyWriter {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "fetch/sha256.h"
 #include "runtime/generate.h"
 #include "serve/anthropic_reply.h"
 #include "serve/anthropic_request.h"
@@ -122,6 +123,13 @@ Service::Service(const ServeOptions& options)
   if (limits_.model_id.empty()) limits_.model_id = "sluice";
   limits_.max_tokens = opt_.max_tokens;
   id_rng_.seed(std::random_device{}());
+  // The model (its type and sizes) and the device with its kernels.
+  fetch::Sha256 fp;
+  for (const std::string& part : {std::string("sluice"), engine_->info().model_type,
+                                  std::to_string(engine_->info().vocab_size), std::to_string(engine_->info().hidden_size),
+                                  std::to_string(engine_->info().num_layers), engine_->device().name()})
+    fp.update(part.data(), part.size() + 1);
+  fingerprint_ = "fp_" + fp.hex().substr(0, 12);
 }
 
 Service::~Service() = default;
@@ -255,7 +263,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
     last_write = Clock::now();
   };
   ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
-                   int64_t(req.prompt.size()), req.show_reasoning};
+                   int64_t(req.prompt.size()), req.show_reasoning, fingerprint_};
   std::unique_ptr<ReplyWriter> out =
       req.api == Api::messages
           ? make_anthropic_writer(std::move(ctx), send)

@@ -130,6 +130,7 @@ class Service {
 
   ServeOptions opt_;
   RequestLimits limits_;
+  std::string fingerprint_;  // ReplyContext::system_fingerprint
   std::unique_ptr<runtime::Engine> engine_;
   const tokenizer::Tokenizer* tokenizer_ = nullptr;  // the engine's
   std::optional<tokenizer::ChatFormat> format_;

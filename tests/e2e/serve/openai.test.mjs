@@ -49,6 +49,9 @@ test('chat: JSON response shape, greedy determinism, usage', async () => {
   assert.equal(typeof a.usage.prompt_tokens_details.cached_tokens, 'number');
   assert.equal(a.choices[0].message.content, b.choices[0].message.content);
   assert.equal(a.choices[0].message.reasoning_content, b.choices[0].message.reasoning_content);
+  // The backend configuration: the same for every reply of one server.
+  assert.match(a.system_fingerprint, /^fp_[0-9a-f]{12}$/);
+  assert.equal(b.system_fingerprint, a.system_fingerprint);
 });
 
 test('chat: streamed deltas equal the JSON answer; role first, one finish, usage chunk', async () => {
