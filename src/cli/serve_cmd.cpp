@@ -80,6 +80,10 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's headers (in total, however it trickles them)")
       ->default_val(10)->transform(integer_in(1, 600));
+  sub->add_option("--body-timeout", o->body_timeout_s,
+                  "Seconds a client has to send a request's body, plus 1 s per 64 KiB of it (in total, however it "
+                  "trickles it); then 408 and the connection is closed")
+      ->default_val(30)->transform(integer_in(1, 3600));
   sub->add_option("--telemetry-streams", o->telemetry_streams, "GET /v1/telemetry streams open at once (each holds a connection; more get 429)")->default_val(4)->transform(integer_in(0, 64));
   sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
   sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");

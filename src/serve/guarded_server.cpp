@@ -67,9 +67,21 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
     started_ = Clock::now();
     header_deadline_ = started_ + std::chrono::milliseconds(limits_.header_timeout_ms);
     in_headers_ = true;
-    deadline_missed_ = false;
+    in_body_ = false;
+    deadline_missed_ = body_deadline_missed_ = false;
     written_ = 0;
   }
+  // The body of `bytes` is read next: due within the body timeout plus its length at the rate floor.
+  void start_body(size_t bytes) {
+    const auto ms = int64_t(limits_.body_timeout_ms) +
+                    int64_t(double(bytes) * 1000.0 / double(std::max<size_t>(limits_.body_min_bytes_per_s, 1)));
+    body_deadline_ = Clock::now() + std::chrono::milliseconds(ms);
+    in_body_ = true;
+  }
+  bool body_deadline_missed() const { return body_deadline_missed_; }
+  // The response just written said "Connection: close": the connection ends after it (httplib keeps
+  // it open unless the request asked for that).
+  bool close_after = false;
   void end_headers() { in_headers_ = false; }
   bool deadline_missed() const { return deadline_missed_; }
   bool in_headers() const { return in_headers_; }
@@ -89,6 +101,7 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
       short ev = ms > 0 ? wait_for(fd_, POLLIN, ms) : 0;
       if (!(ev & (POLLIN | POLLHUP | POLLERR))) {
         if (in_headers_) deadline_missed_ = true;
+        else if (in_body_ && Clock::now() >= body_deadline_) body_deadline_missed_ = true;
         return -1;
       }
       ssize_t n;
@@ -122,10 +135,11 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  // How long one read may wait: the read timeout, but never past the header deadline.
+  // How long one read may wait: the read timeout, but never past the header or body deadline.
   int read_wait_ms() const {
-    if (!in_headers_) return limits_.read_timeout_ms;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(header_deadline_ - Clock::now()).count();
+    if (!in_headers_ && !in_body_) return limits_.read_timeout_ms;
+    const Clock::time_point deadline = in_headers_ ? header_deadline_ : body_deadline_;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     return int(std::clamp<int64_t>(left, 0, limits_.read_timeout_ms));
   }
   // POLLHUP means both directions are shut (or a reset); a half-close alone is not an error.
@@ -150,8 +164,8 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
   const ConnectionLimits& limits_;
   char buffer_[4096];
   size_t at_ = 0, have_ = 0;
-  Clock::time_point started_{}, header_deadline_{};
-  bool in_headers_ = false, deadline_missed_ = false;
+  Clock::time_point started_{}, header_deadline_{}, body_deadline_{};
+  bool in_headers_ = false, deadline_missed_ = false, in_body_ = false, body_deadline_missed_ = false;
   size_t written_ = 0;
 };
 
@@ -198,6 +212,7 @@ GuardedServer::GuardedServer(const ConnectionLimits& limits) : limits_(limits) {
   set_write_timeout(limits.write_timeout_ms / 1000, (limits.write_timeout_ms % 1000) * 1000);
   set_logger([](const httplib::Request& req, const httplib::Response& res) {
     ConnectionStream* s = current_;
+    if (s && res.get_header_value("Connection") == "close") s->close_after = true;
     log_request(req.remote_addr + ":" + std::to_string(req.remote_port), req.method + " " + req.path, res.status,
                 s ? s->written() : 0, s ? ms_since(s->started()) : 0.0);
   });
@@ -213,9 +228,11 @@ void GuardedServer::headers_received() {
 }
 
 bool GuardedServer::header_deadline_missed() { return current_ && current_->deadline_missed(); }
+bool GuardedServer::body_deadline_missed() { return current_ && current_->body_deadline_missed(); }
 
 bool GuardedServer::admit_body(size_t bytes) {
   if (!current_ || !current_server_) return true;
+  current_->start_body(bytes);
   const ConnectionLimits& l = current_server_->limits_;
   if (l.body_bytes_in_flight == 0 || bytes <= l.body_exempt_bytes) return true;
   std::atomic<size_t>& total = current_server_->body_bytes_;
@@ -281,7 +298,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
       log_request(peer_text(sock), "-", 408, stream.written(), ms_since(stream.started()),
                   " (request headers not received in time)");
     }
-    if (!ok || connection_closed) break;
+    if (!ok || connection_closed || stream.close_after) break;
   }
   current_ = nullptr;
   current_server_ = nullptr;

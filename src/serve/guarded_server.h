@@ -2,8 +2,9 @@
 // httplib 0.11 (Debian 12) lacks: a cap on open connections (one more is answered 503 at once and
 // closed), a deadline on each request's headers that trickled bytes cannot extend, a listen
 // backlog of SOMAXCONN, no SO_REUSEPORT (a second server on a busy port fails to bind instead of
-// taking half the requests), reads and writes that still serve a half-closed client, and one log
-// line per request on stderr.
+// taking half the requests), a deadline on each request's body, a connection closed after any
+// response that says "Connection: close" (httplib keeps it open unless the request asked), reads
+// and writes that still serve a half-closed client, and one log line per request on stderr.
 #pragma once
 #include <httplib.h>
 
@@ -17,6 +18,11 @@ struct ConnectionLimits {
   int header_timeout_ms = 10000;  // total time to receive a request's line and headers
   int idle_timeout_ms = 5000;     // a kept-alive connection's wait for its next request
   int read_timeout_ms = 30000;    // each read of a request body
+  // A request's whole body is due within body_timeout_ms plus its length at body_min_bytes_per_s:
+  // a client trickling it cannot hold a connection longer (each read's timeout alone reset with
+  // every byte).
+  int body_timeout_ms = 30000;
+  size_t body_min_bytes_per_s = size_t(64) << 10;
   int write_timeout_ms = 30000;   // each write of a response
   // Bodies larger than body_exempt_bytes count against body_bytes_in_flight while their request
   // is read and served (0: no limit); see admit_body.
@@ -39,9 +45,11 @@ class GuardedServer : public httplib::Server {
   // For the error handler: true when the current request's headers missed their deadline (httplib
   // reports that as a malformed request; the server answers 408).
   static bool header_deadline_missed();
-  // For the pre-routing handler, before the body is read: counts the current request's body of
-  // `bytes` against body_bytes_in_flight until the request is done; false (nothing counted) when
-  // it does not fit beside the bodies already in flight.
+  // Likewise for the body's deadline (ConnectionLimits::body_timeout_ms).
+  static bool body_deadline_missed();
+  // For the pre-routing handler, before the body is read: starts the body's deadline and counts the
+  // current request's body of `bytes` against body_bytes_in_flight until the request is done; false
+  // (nothing counted) when it does not fit beside the bodies already in flight.
   static bool admit_body(size_t bytes);
   // Reads and drops the current request's body of `bytes` (a request refused before its body was
   // read, so that the connection stays in step and the client can read the answer); false when

@@ -231,6 +231,7 @@ int serve_http(Service& service) {
   ConnectionLimits limits;
   limits.max_connections = o.max_connections;
   limits.header_timeout_ms = o.header_timeout_s * 1000;
+  limits.body_timeout_ms = o.body_timeout_s * 1000;
   limits.body_bytes_in_flight = std::max(
       o.max_request_bytes_in_flight ? o.max_request_bytes_in_flight : (o.queue + 1) * o.max_request_bytes,
       o.max_request_bytes);
@@ -264,9 +265,26 @@ int serve_http(Service& service) {
     const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     const std::string length_text = req.get_header_value("Content-Length");
     size_t length = 0;
-    if (chunked) length = o.max_request_bytes;
-    else if (!length_text.empty()) length = size_t(std::strtoull(length_text.c_str(), nullptr, 10));
-    if (length > o.max_request_bytes && !chunked) return httplib::Server::HandlerResponse::Unhandled;  // 413
+    if (chunked) {
+      length = o.max_request_bytes;
+    } else if (!length_text.empty()) {
+      // Decided from the header, before a byte of the body is read: a malformed length is 400, one
+      // past the limit 413, and neither connection can carry another request.
+      const bool digits = length_text.size() <= 19 && length_text.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) {
+        res.set_header("Connection", "close");
+        send_error(res, ApiError(400, "Content-Length '" + length_text.substr(0, 40) + "' is not a byte count.",
+                                 "invalid_request_error", "", "invalid_content_length"), req);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      length = size_t(std::strtoull(length_text.c_str(), nullptr, 10));
+      if (length > o.max_request_bytes) {
+        res.set_header("Connection", "close");
+        send_error(res, ApiError(413, reason_for(413, req, o.max_request_bytes), "invalid_request_error", "",
+                                 "request_too_large"), req);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (!GuardedServer::admit_body(length)) {
       if (chunked || !GuardedServer::discard_body(length)) res.set_header("Connection", "close");
       res.set_header("Retry-After", "1");
@@ -286,6 +304,17 @@ int serve_http(Service& service) {
   // Statuses httplib produces itself (404, 413, malformed HTTP) get an OpenAI-shaped body too.
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
+    // httplib's own errors (malformed requests, bodies too large or too slow) leave the connection
+    // out of step: it is closed after the answer, so each bad connection gets one error, not one
+    // per line it sends.
+    res.set_header("Connection", "close");
+    if (GuardedServer::body_deadline_missed()) {
+      res.status = 408;
+      send_error(res, ApiError(408, "The request body did not arrive in time (a body is due within " +
+                                        std::to_string(o.body_timeout_s) + " s plus 1 s per 64 KiB: --body-timeout).",
+                               "invalid_request_error", "", "request_timeout"), req);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (GuardedServer::header_deadline_missed()) {
       res.status = 408;
       res.set_header("Connection", "close");

@@ -34,6 +34,7 @@ struct ServeOptions {
   int64_t default_max_tokens = 4096; // chat requests without max_tokens
   size_t max_connections = 256;      // open at once; more are answered 503 and closed
   int header_timeout_s = 10;         // total time to receive a request's headers
+  int body_timeout_s = 30;           // a body's time, plus 1 s per 64 KiB of it
   int64_t max_context = 32768;       // prompt + generated tokens
   size_t queue = 0;                  // requests that may wait while one generates
   size_t max_request_bytes = size_t(128) << 20;

@@ -4,7 +4,8 @@
 # headers cut off at the header deadline), the connection cap (a quick 503), a second server on a
 # busy port, API keys from a file or the environment and empty ones refused, a half-closed client,
 # the default max_tokens of chat, large request bodies in flight at once (429 past the budget,
-# bounded memory), and one request log line per request.
+# bounded memory), bad framing answered once and closed (Content-Length checked before any body
+# byte, a body deadline), and one request log line per request.
 # Usage: serve_limits.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -170,6 +171,60 @@ if not sanitized:
 PY
 grep -q '"POST /v1/completions" 429 ' "$work/bodies.log" || fail "no 429 log line for a held-back body"
 stop_server "$bodies_pid"
+
+# Bad framing is answered once and the connection closed: a Content-Length that is negative or not a
+# number (400) or past --max-request-bytes (413, decided from the header: no body is read, so a
+# 10 GB claim is answered at once), a malformed request line (400; the lines after it get no more
+# answers), and a body trickled past --body-timeout (408).
+start_server framing --model "$work/tiny" --model-id tiny --body-timeout 2 --max-request-bytes 1048576
+python3 - "${framing_url##*:}" <<'PY' || fail "request framing; server log: $(tail -c 3000 "$work/framing.log")"
+import socket, sys, time
+port = int(sys.argv[1])
+
+def exchange(data, pause=0.0, tail=b"", wait=10.0):
+    """Sends data (then tail after a pause), reads until the server closes; (responses, seconds)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(wait)
+    t0 = time.monotonic()
+    s.sendall(data)
+    if pause:
+        time.sleep(pause)
+        try:
+            s.sendall(tail)
+        except OSError:
+            pass
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except socket.timeout:
+        raise SystemExit(f"the connection stayed open after {got[:200]!r}")
+    return got, time.monotonic() - t0
+
+def status_lines(got):
+    return [l for l in got.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+
+head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+for length, want in [(b"-5", b"400"), (b"12abc", b"400"), (b"10000000000", b"413")]:
+    got, dt = exchange(head + b"Content-Length: " + length + b"\r\n\r\n" + b"{" * 100)
+    lines = status_lines(got)
+    assert len(lines) == 1 and want in lines[0], (length, got[:300])
+    assert dt < 2, f"Content-Length {length!r} answered after {dt:.1f} s"
+got, _ = exchange(b"NONSENSE\r\n\r\n" + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
+lines = status_lines(got)
+assert len(lines) == 1 and b"400" in lines[0], got[:300]
+body = b'{"model":"tiny","prompt":"hi","max_tokens":1}'
+got, dt = exchange(head + b"Content-Length: %d\r\n\r\n" % len(body) + body[:5], pause=4.0, tail=body[5:])
+lines = status_lines(got)
+assert len(lines) == 1 and b"408" in lines[0], got[:300]
+assert dt < 4.5, f"the trickled body was cut off after {dt:.1f} s, not at --body-timeout 2"
+print("framing: one answer per bad connection, Content-Length checked first, body deadline kept")
+PY
+curl -sf "$framing_url/health" >/dev/null || fail "the server died on bad framing"
+stop_server "$framing_pid"
 
 # API keys: an empty one is a usage error (exit 2) wherever it comes from; a key file and
 # SLUICE_API_KEY both work.
