@@ -3,7 +3,7 @@
 # Idempotent; runs apt-get directly as root and through sudo otherwise.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libpcre2-dev liburing-dev libxxhash-dev
   libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
