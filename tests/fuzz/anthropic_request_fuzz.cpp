@@ -15,7 +15,8 @@
 // fuzz-sources: src/tokenizer/chat_deepseek.cpp src/tokenizer/chat_kimi_k2.cpp src/tokenizer/chat_harmony.cpp
 // fuzz-sources: src/tokenizer/chat_harmony_tools.cpp src/tokenizer/chat_parse_deepseek.cpp
 // fuzz-sources: src/tokenizer/chat_parse_kimi_k2.cpp src/tokenizer/chat_parse_harmony.cpp
-// fuzz-libs: -lpcre2-8
+// fuzz-sources: src/fetch/sha256.cpp
+// fuzz-libs: -lpcre2-8 -lcrypto
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

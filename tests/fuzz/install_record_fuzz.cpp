@@ -6,6 +6,7 @@
 // fuzz-sources: src/fetch/install_record.cpp src/fetch/stream_source.cpp src/fetch/source.cpp
 // fuzz-sources: src/fetch/sha256.cpp src/store/home_file.cpp src/store/expert_bank.cpp src/store/manifest.cpp
 // fuzz-sources: src/format/safetensors.cpp src/format/json_util.cpp src/core/regular_file.cpp src/core/dtype.cpp
+// fuzz-sources: src/core/durable_file.cpp
 // fuzz-libs: -lcurl -lcrypto -lxxhash
 #include <cstddef>
 #include <cstdint>

@@ -5,6 +5,7 @@
 // files and aligned parts that tile each slot.
 // fuzz-sources: src/store/manifest.cpp src/store/expert_bank.cpp src/format/json_util.cpp
 // fuzz-sources: src/format/safetensors.cpp src/core/regular_file.cpp src/core/dtype.cpp
+// fuzz-sources: src/core/durable_file.cpp
 // fuzz-libs: -lxxhash
 #include <cstddef>
 #include <cstdint>

@@ -2,6 +2,7 @@
 // header JSON, data). Parsing may only succeed or throw sluice::Error, and what it accepts must
 // describe tensors that lie inside the data region without overlapping.
 // fuzz-sources: src/format/safetensors.cpp src/format/json_util.cpp src/core/dtype.cpp src/core/regular_file.cpp
+// fuzz-sources: src/core/durable_file.cpp
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

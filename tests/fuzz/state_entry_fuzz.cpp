@@ -6,6 +6,7 @@
 // entry or discard it with a warning; a restore gives the entry's tokens (or, cut back, the
 // prompt's) and exactly the file's values, never a partly read state.
 // fuzz-sources: src/runtime/state_cache.cpp src/runtime/conversation.cpp src/core/regular_file.cpp
+// fuzz-sources: src/core/durable_file.cpp
 // fuzz-libs: -lxxhash
 #include <unistd.h>
 #include <xxhash.h>
