@@ -11,7 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "format/deepseek_config.h"
+#include "format/gpt_oss_config.h"
 #include "format/quantization.h"
+#include "format/qwen3_config.h"
 #include "format/safetensors.h"
 #include "golden_util.h"
 #include "model/registry.h"
@@ -529,6 +532,46 @@ TEST(MoeArchConfig, Transformers5FieldNamesAreRead) {
     EXPECT_NE(msg.find(field), std::string::npos) << msg;
     EXPECT_NE(msg.find("num_local_experts"), std::string::npos) << msg;
   }
+}
+
+// Configs exactly as a transformers version saves them (tests/fixtures/transformers_configs/<version>/,
+// written by tools/fixtures/save_transformers_configs.py on the GPU machine): every architecture's
+// parser reads its fields under the names that version writes (its attribute_map's, its
+// rope_parameters). gpt-oss's gets the mxfp4 quantization_config its released checkpoints carry
+// (transformers' own config class has none: sluice refuses dequantized gpt-oss by design).
+TEST(MoeArchConfig, ConfigsAsTransformersSavesThemParse) {
+  const fs::path root = fs::path(SLUICE_SOURCE_DIR) / "tests/fixtures/transformers_configs";
+  int parsed = 0;
+  for (const auto& version : fs::directory_iterator(root)) {
+    const std::string v = version.path().filename().string();
+    auto cfg = [&](const std::string& name) { return read_json((version.path() / (name + ".json")).string()); };
+    {
+      const auto c = format::parse_qwen3_config(cfg("qwen3").dump(), v + " qwen3");
+      EXPECT_FALSE(c.moe);
+      EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0) << v;
+      ++parsed;
+    }
+    {
+      const auto c = format::parse_qwen3_config(cfg("qwen3_moe").dump(), v + " qwen3_moe");
+      EXPECT_EQ(c.num_experts, 8) << v;
+      EXPECT_EQ(c.experts_per_token, 2) << v;
+      ++parsed;
+    }
+    {
+      const auto c = format::parse_deepseek_config(cfg("deepseek_v3").dump(), v + " deepseek_v3");
+      EXPECT_EQ(c.num_experts, 8) << v;
+      EXPECT_EQ(c.num_shared_experts, 1) << v;
+      ++parsed;
+    }
+    {
+      json j = cfg("gpt_oss");
+      j["quantization_config"] = read_json(fixture_dir("gpt_oss_a") + "/config.json")["quantization_config"];
+      const auto c = format::parse_gpt_oss_config(j.dump(), v + " gpt_oss");
+      EXPECT_EQ(c.num_experts, 8) << v;
+      ++parsed;
+    }
+  }
+  EXPECT_GE(parsed, 4);
 }
 
 }  // namespace
