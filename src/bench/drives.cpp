@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "bench/raw_read.h"
 #include "bench/svg.h"

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/machine.h"
 #include "cli/arg_lists.h"

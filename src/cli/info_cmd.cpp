@@ -3,6 +3,7 @@
 // bank, tokenizer and chat format, the checkpoint, and what `prepare` laid out on which homes.
 #include <cstdio>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/model_facts.h"

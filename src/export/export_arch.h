@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "export/export_gguf.h"
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/regular_file.h"

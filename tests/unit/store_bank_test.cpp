@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "core/durable_file.h"
 #include "error_of.h"
