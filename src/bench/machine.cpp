@@ -19,7 +19,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
-#include "kernels/cpu/kernels.h"
+#include "kernels/device.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
@@ -118,8 +118,11 @@ CpuFacts cpu_facts() {
       c.model.erase(0, c.model.find_first_not_of(' '));
       break;
     }
-  for (const kernels::Isa* isa : kernels::available_isas()) c.isas.push_back(isa->name);
-  c.active_isa = kernels::active_isa().name;
+  for (const kernels::DeviceBackend& b : kernels::device_backends())
+    if (b.name == "cpu") {
+      c.isas = b.variants;
+      c.active_isa = b.chosen;
+    }
   return c;
 }
 

@@ -36,10 +36,16 @@ struct DoctorOptions {
   bool json = false;
 };
 
+// Every accelerator's devices in its chosen kernel set ("cuda:0", not "cuda-ref:0"), with memory.
 json gpus_json() {
   json out = json::array();
+  std::vector<std::string> prefixes;
+  for (const kernels::DeviceBackend& b : kernels::device_backends())
+    if (b.accelerator && !b.chosen.empty()) prefixes.push_back(b.chosen + ":");
   for (const std::string& name : kernels::available_devices()) {
-    if (name.rfind("cuda:", 0) != 0) continue;
+    bool accelerator = false;
+    for (const std::string& p : prefixes) accelerator = accelerator || name.rfind(p, 0) == 0;
+    if (!accelerator) continue;
     try {
       auto d = kernels::open_device(name);
       const kernels::Device::MemoryInfo m = d->memory();

@@ -33,7 +33,7 @@ std::string join_names(const std::vector<std::string>& names) {
 }  // namespace
 
 void add_model_flags(CLI::App* sub, ModelFlags& f) {
-  sub->add_option("--device", f.engine.device, runtime::kDeviceHelp)->default_val("cpu");
+  sub->add_option("--device", f.engine.device, runtime::device_help())->default_val("cpu");
   sub->add_option("--isa", f.isa, "Kernel ISA: scalar, avx2 or avx512 (default: best available; SLUICE_ISA)")
       ->check(one_of({"scalar", "avx2", "avx512"}));
   sub->add_option("--threads", f.threads,

@@ -86,7 +86,7 @@ Action register_serve(CLI::App& app) {
       ->default_val(30)->transform(integer_in(1, 3600));
   sub->add_option("--telemetry-streams", o->telemetry_streams, "GET /v1/telemetry streams open at once (each holds a connection; more get 429)")->default_val(4)->transform(integer_in(0, 64));
   sub->add_option("--draft", o->engine.draft, runtime::kDraftHelp)->default_val("off");
-  sub->add_option("--device", o->engine.device, runtime::kDeviceHelp)->default_val("cpu");
+  sub->add_option("--device", o->engine.device, runtime::device_help())->default_val("cpu");
   sub->add_option("--chat-format", o->chat_format, kChatFormatHelp)->check(one_of(chat_format_names()));
   sub->add_flag("--no-state-reuse", *no_reuse,
                 "Always prefill the whole prompt (never continue the last conversation's state, nor restore one from "

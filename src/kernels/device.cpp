@@ -1,8 +1,10 @@
-// Buf views, the device registry (open_device) and the process-wide CPU device.
+// Buf views, the device registry (open_device, the backends' listings) and the process-wide CPU
+// device: the one place outside each backend's folder that knows the backends.
 #include "kernels/device.h"
 
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_device.h"
@@ -126,6 +128,39 @@ std::vector<std::string> available_devices() {
     out.push_back("cuda:" + std::to_string(i));
   }
 #endif
+  return out;
+}
+
+std::vector<DeviceBackend> device_backends() {
+  std::vector<DeviceBackend> out;
+  DeviceBackend cpu;
+  cpu.name = "cpu";
+  cpu.spellings = "cpu (the best ISA, or --isa / SLUICE_ISA), cpu:scalar, cpu:avx2, cpu:avx512";
+  for (const Isa* isa : available_isas()) cpu.variants.push_back(isa->name);
+  cpu.chosen = active_isa().name;
+  cpu.found.push_back(cat(std::thread::hardware_concurrency(), " threads"));
+  out.push_back(std::move(cpu));
+  DeviceBackend gpu;
+  gpu.name = "cuda";
+  gpu.accelerator = true;
+#if defined(SLUICE_HAVE_CUDA)
+  gpu.spellings = "cuda[:N], cuda-ref[:N] (the scalar CPU order, bit-identical, slow)";
+  gpu.variants = {"cuda", "cuda-ref"};
+  gpu.chosen = "cuda";
+  gpu.found = cuda_device_descriptions();
+  if (gpu.found.empty()) gpu.found.push_back("none (no NVIDIA GPU or driver visible to this process)");
+#else
+  gpu.spellings = "cuda[:N] when the build has the CUDA backend";
+  gpu.found.push_back("not in this build (configure with -DSLUICE_CUDA=ON where nvcc is installed)");
+#endif
+  out.push_back(std::move(gpu));
+  return out;
+}
+
+std::string device_help() {
+  std::string out = "Where the model computes: ";
+  const std::vector<DeviceBackend> backends = device_backends();
+  for (size_t i = 0; i < backends.size(); ++i) out += (i ? ", or " : "") + backends[i].spellings;
   return out;
 }
 

@@ -300,4 +300,19 @@ Device& cpu_device();
 // Names of the devices this build and machine can open ("cpu:scalar", "cpu:avx2", ...).
 std::vector<std::string> available_devices();
 
+// The device backends this build has, for listings, help and machine facts, so that nothing
+// outside kernels/ includes a backend's header or spells its names: the CPU (its kernel ISAs) and
+// CUDA when the build has it (its GPUs, or why none shows).
+struct DeviceBackend {
+  std::string name;                  // "cpu", "cuda"
+  std::string spellings;             // the --device names it takes ("cuda[:N], cuda-ref[:N]")
+  std::vector<std::string> variants;  // its kernel sets (CPU ISAs) or ISAs ("cuda", "cuda-ref")
+  std::string chosen;                // the variant a bare name opens
+  std::vector<std::string> found;    // one line per device on this machine, or one saying why none
+  bool accelerator = false;          // its devices have their own memory
+};
+std::vector<DeviceBackend> device_backends();
+// The --device help text: every backend's spellings.
+std::string device_help();
+
 }  // namespace sluice::kernels

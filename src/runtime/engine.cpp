@@ -19,9 +19,7 @@
 
 namespace sluice::runtime {
 
-const char* const kDeviceHelp =
-    "Where the model computes: cpu (the best ISA, or --isa / SLUICE_ISA), cpu:scalar, cpu:avx2, cpu:avx512, or "
-    "cuda[:N] when this build has the CUDA backend";
+std::string device_help() { return kernels::device_help(); }
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());

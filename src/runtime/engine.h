@@ -50,7 +50,7 @@ struct EngineOptions {
 class Session;
 
 // The --help text of --device.
-extern const char* const kDeviceHelp;
+std::string device_help();
 
 class Engine {
  public:
