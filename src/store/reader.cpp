@@ -253,10 +253,9 @@ void ExpertReader::enqueue(uint64_t id, bool urgent) {
   cv_job_.notify_all();
 }
 
-const Holder& ExpertReader::holder_of(const Job& j) const {
-  const Record* r = records_.find(j.record);
-  if (!r) fail("expert read ticket ", j.record, " is unknown");
-  return m_.of(r->layer, r->expert)[size_t(j.holder)];
+const Holder& ExpertReader::holder_of(const Job& j) {
+  const Record& r = record(j.record);
+  return m_.of(r.layer, r.expert)[size_t(j.holder)];
 }
 
 void ExpertReader::charge(Job& j, const Holder& h, int sign) {

@@ -146,7 +146,7 @@ class ExpertReader {
   double busy_rate(size_t h) const;
   // Under mu_: no holder is left for the queued part `id` (already out of the queue).
   void give_up(uint64_t id);
-  const Holder& holder_of(const Job& j) const;
+  const Holder& holder_of(const Job& j);  // under mu_
   Record& record(uint64_t ticket);  // under mu_; throws for an unknown ticket
   Job& job(uint64_t id);            // under mu_; throws for an unknown part read
   // Under mu_: forgets the settled record `ticket` (r); if it failed, throws its error
