@@ -14,33 +14,35 @@
 
 namespace sluice {
 
-void write_all(int fd, const void* data, size_t size, const std::string& what) {
+namespace {
+
+// Writes size bytes from data through `put(p, n, done)` (one write(2)-like call of at most n bytes,
+// `done` bytes in), retrying interrupted and short writes; fails naming `what`.
+template <typename Put>
+void write_every_byte(const void* data, size_t size, const std::string& what, Put put) {
   const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
+  for (uint64_t done = 0; size > 0;) {
+    const ssize_t n = put(p, std::min<size_t>(size, size_t(1) << 30), done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(what, ": write failed: ", std::strerror(errno));
     }
     if (n == 0) fail(what, ": write wrote nothing");
     p += n;
+    done += uint64_t(n);
     size -= size_t(n);
   }
 }
 
+}  // namespace
+
+void write_all(int fd, const void* data, size_t size, const std::string& what) {
+  write_every_byte(data, size, what, [fd](const char* p, size_t n, uint64_t) { return ::write(fd, p, n); });
+}
+
 void write_all_at(int fd, const void* data, size_t size, uint64_t offset, const std::string& what) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::pwrite(fd, p, std::min<size_t>(size, size_t(1) << 30), off_t(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(what, ": write failed: ", std::strerror(errno));
-    }
-    if (n == 0) fail(what, ": write wrote nothing");
-    p += n;
-    offset += uint64_t(n);
-    size -= size_t(n);
-  }
+  write_every_byte(data, size, what,
+                   [fd, offset](const char* p, size_t n, uint64_t done) { return ::pwrite(fd, p, n, off_t(offset + done)); });
 }
 
 void fsync_directory(const std::string& dir) {

@@ -42,17 +42,7 @@ class FileSink final : public Sink {
     }
   }
   void flush() {
-    const char* p = buf_.data();
-    size_t n = buf_.size();
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail(path_, ": write failed: ", std::strerror(errno));
-      }
-      p += w;
-      n -= size_t(w);
-    }
+    write_all(fd_, buf_.data(), buf_.size(), path_);
     buf_.clear();
   }
   uint64_t written() const { return written_; }

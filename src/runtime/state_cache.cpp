@@ -101,15 +101,7 @@ class FileSink final : public model::StateSink {
   uint64_t written() const { return written_; }
 
  private:
-  void put(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t(1) << 30));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail(path_, ": write failed: ", w < 0 ? std::strerror(errno) : "nothing written");
-      p += w;
-      n -= size_t(w);
-    }
-  }
+  void put(const uint8_t* p, size_t n) { write_all(fd_, p, n, path_); }
   int fd_;
   std::string path_;
   Hasher hash_;

@@ -263,18 +263,6 @@ void claim_home(const Home& home, const std::string& model_id) {
 
 namespace {
 
-void write_all(int fd, const std::byte* p, size_t n, const std::string& what) {
-  while (n) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(what, ": write failed: ", std::strerror(errno));
-    }
-    p += w;
-    n -= size_t(w);
-  }
-}
-
 // Whether the `length` bytes at `offset` of fd are a record (or part of one) with checksum `sum`
 // (read into buf).
 bool read_record(int fd, uint64_t offset, size_t length, uint64_t sum, std::byte* buf) {
