@@ -354,6 +354,14 @@ std::string safetensors_header(const std::string& path, const std::vector<Tensor
   return text;
 }
 
+// The file's first bytes: the header's length (little-endian u64), then the header.
+void write_header(int fd, const std::string& text, const std::string& tmp) {
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+  write_all(fd, len, sizeof len, tmp);
+  write_all(fd, text.data(), text.size(), tmp);
+}
+
 }  // namespace
 
 void write_safetensors_streamed(const std::string& path, const std::vector<TensorShape>& tensors,
@@ -361,15 +369,12 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
                                 size_t chunk_bytes) {
   std::vector<uint64_t> sizes;
   const std::string text = safetensors_header(path, tensors, metadata, sizes);
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   uint64_t largest = 0;
   for (uint64_t n : sizes) largest = std::max(largest, n);
   const size_t chunk = size_t(std::max<uint64_t>(1, std::min<uint64_t>(chunk_bytes, largest)));
 
   write_durably(path, [&](int fd, const std::string& tmp) {
-    write_all(fd, len, sizeof len, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
+    write_header(fd, text, tmp);
     // Two buffers: one is filled while a second thread writes the other.
     std::vector<std::byte> buffers[2] = {std::vector<std::byte>(chunk), std::vector<std::byte>(chunk)};
     std::thread writer;
@@ -411,15 +416,16 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   for (const TensorToWrite& t : tensors) shapes.push_back({t.name, t.dtype, t.shape});
   // Validate everything before creating any file, so a bad call leaves nothing behind.
   std::vector<uint64_t> sizes;
-  safetensors_header(path, shapes, metadata, sizes);
+  const std::string text = safetensors_header(path, shapes, metadata, sizes);
   for (size_t k = 0; k < tensors.size(); ++k)
     if (tensors[k].bytes.size() != sizes[k])
       fail(path, ": tensor ", quote_short(tensors[k].name), ": has ", tensors[k].bytes.size(), " bytes but ",
            dtype_name(tensors[k].dtype), " shape ", json(tensors[k].shape).dump(), " needs ", sizes[k]);
-  write_safetensors_streamed(path, shapes, metadata, [&](size_t k, uint64_t offset, std::span<std::byte> out) {
-    std::memcpy(out.data(), tensors[k].bytes.data() + offset, out.size());
+  // The bytes are in memory already: written from where they are (the streamed path would copy them).
+  write_durably(path, [&](int fd, const std::string& tmp) {
+    write_header(fd, text, tmp);
+    for (const TensorToWrite& t : tensors) write_all(fd, t.bytes.data(), t.bytes.size(), tmp);
   });
 }
-
 
 }  // namespace sluice::format
