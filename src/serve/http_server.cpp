@@ -317,7 +317,6 @@ int serve_http(Service& service) {
     }
     if (GuardedServer::header_deadline_missed()) {
       res.status = 408;
-      res.set_header("Connection", "close");
       send_error(res,
                  ApiError(408,
                           "The request headers did not arrive within " + std::to_string(o.header_timeout_s) +

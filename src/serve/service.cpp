@@ -212,11 +212,14 @@ PreparedRequest Service::prepare_messages(const std::string& body, const std::fu
 Json Service::count_message_tokens(const std::string& body) {
   MessagesRequest m = parse_count_tokens_request(parse_body(body), limits_);
   if (!format_) throw no_chat_format();
-  const tokenizer::ChatOptions co = messages_chat_options(*format_, m);
+  return Json{{"input_tokens", int64_t(render(m.chat, messages_chat_options(*format_, m)).ids.size())}};
+}
+
+tokenizer::RenderedChat Service::render(const ChatRequest& c, const tokenizer::ChatOptions& co) const {
   try {
-    tokenizer::RenderedChat rendered = tokenizer::render_chat(
-        *tokenizer_, *format_, tokenizer::adapt_tool_arguments(*format_, m.chat.messages), co);
-    return Json{{"input_tokens", int64_t(rendered.ids.size())}};
+    // Tool-call arguments in the form the template expects (DeepSeek concatenates JSON text; Kimi
+    // K2 and gpt-oss JSON-print objects).
+    return tokenizer::render_chat(*tokenizer_, *format_, tokenizer::adapt_tool_arguments(*format_, c.messages), co);
   } catch (const Error& e) {
     invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
   }
@@ -230,18 +233,9 @@ PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOpti
   p.format = *format_;
   p.opened_think = tokenizer::prompt_opens_think(*format_, co);
   co.max_ids = size_t(opt_.max_context - 1);
-  bool too_long = false;
-  try {
-    // Tool-call arguments in the form the template expects (DeepSeek concatenates JSON text; Kimi
-    // K2 and gpt-oss JSON-print objects).
-    tokenizer::RenderedChat rendered = tokenizer::render_chat(
-        *tokenizer_, *format_, tokenizer::adapt_tool_arguments(*format_, c.messages), co);
-    p.prompt = std::move(rendered.ids);
-    too_long = rendered.too_long;
-  } catch (const Error& e) {
-    invalid("messages", std::string("The messages could not be rendered: ") + e.what(), "invalid_value");
-  }
-  fill_common(p, c, true, too_long);
+  tokenizer::RenderedChat rendered = render(c, co);
+  p.prompt = std::move(rendered.ids);
+  fill_common(p, c, true, rendered.too_long);
   p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
   return p;
 }

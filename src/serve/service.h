@@ -125,6 +125,8 @@ class Service {
   void fill_common(PreparedRequest& p, const CommonRequest& c, bool chat, bool too_long);
   PreparedRequest prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co, const std::function<void()>& admit,
                                        Api api);
+  // The prompt of a chat request rendered in the model's format (400 when it cannot be).
+  tokenizer::RenderedChat render(const ChatRequest& c, const tokenizer::ChatOptions& co) const;
   // Publishes the store's counters for the telemetry stream (on the generating thread).
   void publish_store_counters();
   std::string new_id(const char* prefix);
