@@ -20,6 +20,13 @@
 #                                       decode of the K3-width, DeepSeek-V3-width FP8 and Kimi-K2-width
 #                                       INT4 models on every core, each as GB/s of weights against the
 #                                       all-core floor kernels_bench measured
+#   scripts/gpu-check.sh hybrid         on the GPU machine: a K3-width model of 12 layers x 96 MXFP4
+#                                       experts (20 GB of experts), prepared onto the local disk and
+#                                       streamed with every expert in RAM (--cache-gb 24) after a
+#                                       256-token prompt: decode on cuda:0 with the device tier at a
+#                                       quarter of the experts, with it off (each expert copied from
+#                                       RAM at every use), with it holding all, and on the 16-core CPU;
+#                                       the pinned host-to-device copy rate measured in the same run
 #   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
 #                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
 #                                       GPU's idle time between ops), after a 1- and a 256-token prompt
@@ -102,7 +109,7 @@ sanitize() {  # sanitize TOOL: one model test under compute-sanitizer
   local tool=$1
   command -v compute-sanitizer >/dev/null || { echo "gpu-check: compute-sanitizer not found"; return 1; }
   SLUICE_GPU_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
-    bash -c "$(declare -f run_carried); carry='$carry'; run_carried unit_tests --gtest_filter='GpuModel.CudaRowsAre*'"
+    bash -c "$(declare -f run_carried); carry='$carry'; run_carried unit_tests --gtest_filter='GpuModel.CudaRowsAre*:GpuModel.Int4Experts*'"
 }
 
 k3_width_model() {  # the K3-width two-layer checkpoint in $work, written once per machine
@@ -175,6 +182,57 @@ case "$mode" in
       step "K3-width decode on $dev" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
         --model '$work' --prompt-ids '$prompt' --max-new $n --experts resident --device $dev --json >'$work/run-$dev.json'"
       python3 "$root/bench/k3_width.py" report "$work/run-$dev.json" "gpu-check: K3-width $dev" || true
+    done
+    print_summary
+    ;;
+  hybrid)
+    setup_paths
+    work=${WORK:-/tmp/hybrid}
+    layers=${HYBRID_LAYERS:-12} experts=${HYBRID_EXPERTS:-96}
+    mkdir -p "$work"
+    df -h "$work" | tail -1 | sed 's/^/gpu-check: disk /'
+    if [ ! -f "$work/m/config.json" ]; then
+      t0=$SECONDS
+      # shellcheck disable=SC2046
+      step "make-tiny K3-width ${layers}x${experts}" run_carried sluice make-tiny --out "$work/m" \
+        $(python3 "$root/bench/k3_width.py" args "$layers" "$experts")
+      echo "gpu-check: make-tiny $(du -sb "$work/m" | awk '{ printf "%.1f GB", $1 / 1e9 }') in $((SECONDS - t0)) s"
+      step "prepare onto the local disk" run_carried sluice prepare --model "$work/m" --home "$work/h0"
+    fi
+    python3 - <<'PY' 2>&1 | sed 's/^/gpu-check: /'
+import time, torch
+n = 2 << 30
+src = torch.empty(n, dtype=torch.uint8).pin_memory()
+dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+rates = []
+for _ in range(5):
+    torch.cuda.synchronize(); t = time.perf_counter(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
+    rates.append(n / (time.perf_counter() - t) / 1e9)
+print(f"pinned host-to-device copy: {sorted(rates)[2]:.1f} GB/s (median of 5 x 2 GiB, torch)")
+PY
+    quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import k3_width as k; print(f'{$layers * $experts * k.expert_bytes() / 4 / 1e9:.3f}')")
+    prompt=$(seq -s, 11 266)
+    for arm in "cuda:0 $quarter" "cuda:0 0" "cuda:0 auto" "cpu auto"; do
+      set -- $arm
+      name="${1%:0}-$2"
+      for n in 1 33; do  # the 1-token run gives the prefill's share of the tier's counters
+        if [ "$1" = cpu ] && [ "$n" = 1 ]; then continue; fi
+        step "streamed on $1, --gpu-experts-gb $2, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
+          run_carried sluice run --model '$work/m' --prompt-ids '$prompt' --max-new $n --experts stream --cache-gb 24 \
+          --device $1 --gpu-experts-gb $2 --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
+      done
+      grep -h '^\[gpu tier\]\|^\[store\] reader' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
+      python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true
+      python3 - "$work/stats-$name-1.txt" "$work/stats-$name-33.txt" "$work/run-$name-33.json" <<'PY' | sed 's/^/gpu-check:   /'
+import json, re, sys
+def tier(path):  # (hits, requests, MB copied) of the [gpu tier] line
+    m = re.search(r"\[gpu tier\].*?\((\d+)/(\d+)\) copied=([0-9.]+) MB", open(path).read())
+    return tuple(map(float, m.groups())) if m else None
+a, b = tier(sys.argv[1]), tier(sys.argv[2])
+if a and b:  # the 1-token run is the prefill alone (its token comes from the prompt's logits)
+    n = len(json.load(open(sys.argv[3]))["generated_ids"]) - 1
+    print(f"decode: tier hit rate {(b[0] - a[0]) / max(b[1] - a[1], 1):.3f}, {(b[2] - a[2]) / n:.0f} MB copied a token")
+PY
     done
     print_summary
     ;;

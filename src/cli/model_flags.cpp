@@ -48,6 +48,12 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                                    "and never more is allocated than the expert bank needs)")
                        ->default_val(1.0)
                        ->transform(positive_number(1e6));
+  f.gpu_experts_opt =
+      sub->add_option("--gpu-experts-gb", f.engine.gpu_experts_gb,
+                      "Device memory for routed experts in front of the RAM cache when streaming on a GPU: auto "
+                      "(what is free after the model's resident part, less a fifth of the GPU's memory, at least "
+                      "4 GiB, for scratch), 0 (off: each expert is copied from RAM at every use), or GB")
+          ->default_val("auto");
   f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict and pre-read the next layer's experts");
   f.prefetch_precision_opt =
       sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
@@ -160,7 +166,7 @@ void warn_unused_model_flags(const ModelFlags& f, const runtime::Engine* engine)
     if (engine->streaming()) return;
     std::vector<std::string> names;
     for (const CLI::Option* o :
-         {f.cache_gb_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.prefetch_layers_opt, f.reader_opt,
+         {f.cache_gb_opt, f.gpu_experts_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.prefetch_layers_opt, f.reader_opt,
           f.queue_depth_opt, f.no_verify_opt})
       if (given(o)) names.push_back(o->get_name());
     if (!names.empty())

@@ -97,6 +97,10 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--cache-gb", o->engine.cache_gb, "RAM budget of the expert cache when streaming (GB)")
       ->default_val(1.0)
       ->transform(positive_number(1e6));
+  sub->add_option("--gpu-experts-gb", o->engine.gpu_experts_gb,
+                  "Device memory for routed experts in front of the RAM cache when streaming on a GPU: auto, 0 "
+                  "(off) or GB")
+      ->default_val("auto");
   sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict and pre-read the next layer's experts");
   add_state_cache_flags(sub, o->engine);
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "

@@ -193,6 +193,31 @@ class Device {
   virtual void wait(Fence f) = 0;
   virtual void finish() = 0;
 
+  // The expert tier's device side (store/device_tier.h keeps routed experts in device memory).
+  // A device with memory of its own implements these; the CPU device implements them on host
+  // memory (an emulated accelerator: its copies are memcpy, its fences have always passed), which
+  // is how the tier runs in tests on machines without a GPU.
+  // Device bytes that outlive passes, or null when they do not fit (never a failure).
+  virtual void* alloc_bytes(size_t /*bytes*/) { return nullptr; }
+  virtual void free_bytes(void* /*p*/) {}
+  // Registers host memory with the copy engine (page-locked: copies from it run at the link's rate
+  // and never wait for the compute queue). False where there is nothing to register or the system
+  // refused (the copies then go through pageable memory: slower, the same bytes).
+  virtual bool pin_host(void* /*p*/, size_t /*bytes*/) { return false; }
+  virtual void unpin_host(void* /*p*/) {}
+  // Queues copies of host bytes into device bytes (from alloc_bytes) on the copy queue, after
+  // `after` has passed (the fence of the destinations' previous readers). The returned fence passes
+  // once every piece is there; the host bytes must stay unchanged until it has.
+  struct CopyPiece {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  virtual Fence copy_in(std::span<const CopyPiece> pieces, Fence after) = 0;
+  // Whether f has passed, without waiting; sync() waits on the host until it has.
+  virtual bool passed(Fence /*f*/) { return true; }
+  virtual void sync(Fence /*f*/) {}
+
   // ---- ops ----
   // Products of several weights over one input x [T, in]: one launch, outputs independent.
   virtual void linear(const Buf& x, std::span<const LinearOut> outs) = 0;

@@ -2,7 +2,9 @@
 // state cache), sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <sstream>
@@ -20,6 +22,32 @@
 namespace sluice::runtime {
 
 std::string device_help() { return kernels::device_help(); }
+
+namespace {
+
+// The device tier's budget in bytes: --gpu-experts-gb as GB, or for "auto" what the device has
+// free now (after the resident part) less a reserve for scratch, a fifth of its memory and at least
+// 4 GiB (a long prompt's attention scores are the largest scratch). 0 on a device without memory
+// of its own, where "auto" means off.
+uint64_t tier_budget(const std::string& opt, const kernels::Device& d) {
+  const bool has_memory = d.place() == kernels::Place::Device;
+  if (opt == "auto") {
+    if (!has_memory) return 0;
+    const kernels::Device::MemoryInfo m = d.memory();
+    const uint64_t reserve = std::max<uint64_t>(uint64_t(4) << 30, m.total / 5);
+    return m.free > reserve ? m.free - reserve : 0;
+  }
+  char* end = nullptr;
+  const double gb = std::strtod(opt.c_str(), &end);
+  if (opt.empty() || *end || !std::isfinite(gb) || gb < 0)
+    fail("--gpu-experts-gb must be auto or a number of GB >= 0 (got '", opt, "')");
+  if (gb > 0 && !has_memory)
+    fail("--gpu-experts-gb ", opt, ": ", d.name(), " computes experts where they are (in RAM); the device tier is for "
+         "a device with memory of its own (--device cuda:N)");
+  return gb * 1e9 < 1.8e19 ? uint64_t(gb * 1e9) : UINT64_MAX;
+}
+
+}  // namespace
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());
@@ -61,6 +89,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.source = opt.expert_source ? opt.expert_source : fetch::StreamSource::open(opt.model_dir, *bank);
     e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
     e->model_->set_expert_provider(e->store_.get());
+    if (const uint64_t budget = tier_budget(opt.gpu_experts_gb, *device)) {
+      // The RAM arena registered with the copy engine first, so misses reach the device at the
+      // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
+      e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
+      e->tier_ = std::make_unique<store::DeviceTier>(*device, *e->store_, budget, int(bank->num_layers),
+                                                     int(bank->num_experts));
+      e->model_->set_expert_provider(e->tier_.get());
+    }
   }
   if (!opt.router_trace.empty()) {
     const store::ExpertBank* bank = e->model_->expert_bank();
@@ -81,6 +117,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
 
 Engine::~Engine() {
   drafter_.reset();
+  tier_.reset();
+  if (arena_pinned_) model_->device().unpin_host(store_->arena_data());
   if (store_) {
     try {
       store_->save_heat();
@@ -128,6 +166,19 @@ nlohmann::json Engine::stats_json() const {
                   {"reader", store_->reader_engine()},
                   {"homes", homes}};
   }
+  if (tier_) {
+    const store::TierCounters& t = tier_->counters();
+    j["gpu_tier"] = {{"slots", t.slots},
+                     {"slot_bytes", t.slot_bytes},
+                     {"requests", t.requests},
+                     {"hits", t.hits},
+                     {"hit_rate", t.requests ? double(t.hits) / double(t.requests) : 0.0},
+                     {"copies", t.copies},
+                     {"bytes_copied", t.bytes_copied},
+                     {"evictions", t.evictions},
+                     {"passthrough", t.passthrough},
+                     {"pinned_ram", arena_pinned_}};
+  }
   if (state_cache_) {
     const StateCache::Counters c = state_cache_->counters();
     j["state_cache"] = {{"dir", state_cache_->dir()},         {"entries", state_cache_->entries()},
@@ -162,6 +213,19 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
                   s.actual_total ? double(s.predicted_correct) / double(s.actual_total) : 0.0,
                   store_->drives_idle_seconds());
     o << line;
+    if (tier_) {
+      const store::TierCounters& t = tier_->counters();
+      std::snprintf(line, sizeof line,
+                    "[gpu tier] slots=%llu (%.2f GB) hit_rate=%.3f (%llu/%llu) copied=%.1f MB (%.2f MB/token) "
+                    "evictions=%llu passthrough=%llu ram=%s\n",
+                    (unsigned long long)t.slots, double(t.slots * t.slot_bytes) / 1e9,
+                    t.requests ? double(t.hits) / double(t.requests) : 0.0, (unsigned long long)t.hits,
+                    (unsigned long long)t.requests, t.bytes_copied / 1e6,
+                    generated_tokens ? t.bytes_copied / 1e6 / double(generated_tokens) : 0.0,
+                    (unsigned long long)t.evictions, (unsigned long long)t.passthrough,
+                    arena_pinned_ ? "pinned" : "pageable");
+      o << line;
+    }
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",
                     (unsigned long long)s.fetched, (unsigned long long)store_->missing());

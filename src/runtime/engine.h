@@ -19,6 +19,7 @@
 #include "runtime/router_trace.h"
 #include "runtime/speculate/drafter.h"
 #include "runtime/state_cache.h"
+#include "store/device_tier.h"
 #include "store/streaming_experts.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +30,10 @@ struct EngineOptions {
   std::string device = "cpu";    // cpu (follows --isa / SLUICE_ISA), cpu:scalar|avx2|avx512, cuda[:N]
   std::string experts = "auto";  // auto (stream if prepared) | stream | resident
   double cache_gb = 1.0;
+  // Device memory for routed experts in front of the RAM cache when streaming on a device with
+  // memory of its own (store/device_tier.h): "auto" (what is free after the model's resident part,
+  // less a reserve for scratch), "0" (off: every expert is copied from RAM for each use) or GB.
+  std::string gpu_experts_gb = "auto";
   bool prefetch = true;
   double prefetch_precision = 0.95;  // StreamOptions::prefetch_min_precision
   bool prefetch_idle = false;        // StreamOptions::prefetch_when_idle
@@ -65,6 +70,7 @@ class Engine {
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   Drafter* drafter() const { return drafter_.get(); }
   store::StreamingExperts* store() { return store_.get(); }
+  const store::DeviceTier* tier() const { return tier_.get(); }
   bool streaming() const { return store_ != nullptr; }
   const EngineOptions& options() const { return opt_; }
   // The state cache on disk, or null without EngineOptions::state_cache_dir.
@@ -87,6 +93,8 @@ class Engine {
   std::unique_ptr<kernels::Device> own_device_;  // null: the process-wide CPU device
   std::unique_ptr<model::Target> model_;
   std::unique_ptr<store::StreamingExperts> store_;
+  std::unique_ptr<store::DeviceTier> tier_;  // after store_: destroyed before it
+  bool arena_pinned_ = false;                 // store_'s RAM arena registered with the device
   std::unique_ptr<RouteRecorder> recorder_;
   std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
   std::unique_ptr<StateCache> state_cache_;

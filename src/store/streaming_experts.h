@@ -90,6 +90,9 @@ class StreamingExperts : public ExpertProvider {
   const Manifest& manifest() const { return m_; }
   uint64_t missing() const;  // experts with no local copy yet (fetched on first use)
   size_t slots() const { return slots_.size(); }
+  // The RAM arena every view points into (a device may register it for its copy engine).
+  std::byte* arena_data() { return arena_.get(); }
+  size_t arena_bytes() const { return slots_.size() * size_t(m_.layout.slot_bytes); }
   const char* reader_engine() const { return reader_->engine(); }
   void set_home_delay(int home, double seconds) { reader_->set_home_delay(home, seconds); }
   void save_heat() const;

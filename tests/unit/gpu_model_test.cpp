@@ -140,7 +140,9 @@ TEST(GpuModel, CudaRowsAreBatchInvariantRunsRepeatAndCommitPrefixIsTheShorterRun
 
 // Kimi-K2-Thinking's INT4 experts (not among the recorded digests): cuda-ref gives cpu:scalar's
 // logits bit for bit, resident and streamed from two homes through a few slots; cuda's streamed
-// logits equal its resident ones bit for bit.
+// logits equal its resident ones bit for bit, with the device tier off (every expert copied from
+// RAM at each use), holding every expert, and holding one (evictions, and misses passed through:
+// the store hands out up to 3 experts a lease with its 4 RAM slots).
 TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
   REQUIRE_GPU();
   const std::string fixture = testing::src("tests/fixtures/kimi_k2_int4");
@@ -163,15 +165,36 @@ TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
   }
   std::printf("[gpu] kimi_k2_int4: cuda vs cpu:scalar logits max |diff| %.3g (max |logit| %.3g)\n", worst, scale);
   EXPECT_LE(worst, 1e-4 * scale);
+  const uint64_t slot = model::expert_bank_of(fixture).layout.slot_bytes;
   for (const char* device : {"cuda-ref:0", "cuda:0"}) {
-    testing::TempDir dir("gpu-int4");
-    std::filesystem::copy(fixture, dir / "m", std::filesystem::copy_options::recursive);
-    std::filesystem::remove(dir / "m/expected.safetensors");
-    auto streamed = testing::streamed_engine(dir, dir / "m", 4 * model::expert_bank_of(fixture).layout.slot_bytes / 1e9, device);
-    ASSERT_TRUE(streamed->streaming());
-    const std::vector<float> got = logits(streamed->model());
-    const std::vector<float>& resident = std::string(device) == "cuda:0" ? fast : ref;
-    EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * 4)) << "streamed != resident on " << device;
+    for (const std::string& tier : {std::string("0"), std::string("auto"), std::to_string(1.0 * double(slot) / 1e9)}) {
+      SCOPED_TRACE(::testing::Message() << device << ", --gpu-experts-gb " << tier);
+      testing::TempDir dir("gpu-int4");
+      std::filesystem::copy(fixture, dir / "m", std::filesystem::copy_options::recursive);
+      std::filesystem::remove(dir / "m/expected.safetensors");
+      auto streamed = testing::streamed_engine(dir, dir / "m", 4 * double(slot) / 1e9, device, tier);
+      ASSERT_TRUE(streamed->streaming());
+      const std::vector<float>& resident = std::string(device) == "cuda:0" ? fast : ref;
+      for (int pass = 0; pass < 2; ++pass) {  // the second finds experts in the tier
+        const std::vector<float> got = logits(streamed->model());
+        EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * 4)) << "streamed != resident, pass " << pass;
+      }
+      const store::DeviceTier* t = streamed->tier();
+      ASSERT_EQ(t != nullptr, tier != "0");
+      if (!t) continue;
+      const store::TierCounters& c = t->counters();
+      EXPECT_EQ(c.requests, c.hits + c.copies + c.passthrough);
+      if (tier == "auto") {  // every expert stays: the second pass hits only
+        EXPECT_EQ(c.passthrough + c.evictions, 0u);
+        EXPECT_EQ(c.hits, c.copies);
+      } else {  // one slot, below a lease's experts
+        EXPECT_GT(c.passthrough, 0u);
+        EXPECT_GT(c.evictions, 0u);
+      }
+      std::printf("[gpu] kimi_k2_int4 streamed on %s, tier %s: %llu slots, %llu hits, %llu copies, %llu evictions, "
+                  "%llu passed through\n", device, tier.c_str(), (unsigned long long)c.slots, (unsigned long long)c.hits,
+                  (unsigned long long)c.copies, (unsigned long long)c.evictions, (unsigned long long)c.passthrough);
+    }
   }
 }
 

@@ -91,7 +91,8 @@ inline model::TinySpec streamed_tiny_spec() {
 // Packs the experts of the checkpoint in `model_dir` onto two homes under `dir` and loads it
 // streaming through a cache of `cache_gb` on `device`.
 inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb,
-                                                        const std::string& device = "cpu") {
+                                                        const std::string& device = "cpu",
+                                                        const std::string& gpu_experts_gb = "auto") {
   store::PrepareOptions po;
   po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
   po.measure = false;
@@ -100,6 +101,7 @@ inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, cons
   eo.model_dir = model_dir;
   eo.cache_gb = cache_gb;
   eo.device = device;
+  eo.gpu_experts_gb = gpu_experts_gb;
   return runtime::Engine::load(eo);
 }
 

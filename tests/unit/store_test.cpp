@@ -22,6 +22,7 @@
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "store/device_tier.h"
 #include "store/drive_spare.h"
 #include "store/prepare.h"
 #include "store/reader.h"
@@ -154,6 +155,46 @@ TEST_F(StoreTest, StreamedRunsAreBitIdenticalToResident) {
         }
       }
     }
+  }
+}
+
+// The device tier in front of the RAM store (on the CPU device's emulated tier memory): experts
+// copied into tier slots, hits, evictions and misses passed through change no bit. Budgets of 3
+// slots (below one layer's union: most misses pass through), 20 (evicts every layer) and the
+// whole bank (every expert copied once).
+TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
+  auto prompt = prompt_ids(10);
+  const Outcome ref = resident_run(prompt, 10);
+  prepare(2);
+  const store::ExpertBank bank = model::expert_bank_of(model_dir());
+  const uint64_t slot = slot_bytes() + 9 * 256;  // a tier slot: the pieces, each 256-aligned
+  for (uint64_t slots : {uint64_t(3), uint64_t(20), uint64_t(1000)}) {
+    SCOPED_TRACE(::testing::Message() << slots << " slots");
+    auto e = engine("stream", 0.01, true);
+    store::DeviceTier tier(kernels::cpu_device(), *e->store(), slots * slot, int(bank.num_layers),
+                           int(bank.num_experts));
+    e->model().set_expert_provider(&tier);
+    Outcome got = run_engine(*e, prompt, 10);
+    EXPECT_EQ(got.logits, ref.logits);
+    EXPECT_EQ(got.tokens, ref.tokens);
+    const store::TierCounters& c = tier.counters();
+    ASSERT_GT(c.slot_bytes, 0u);
+    EXPECT_LE(c.slot_bytes, slot);
+    EXPECT_EQ(c.slots, std::min<uint64_t>(slots * slot / c.slot_bytes, uint64_t(bank.num_layers * bank.num_experts)));
+    EXPECT_EQ(c.requests, c.hits + c.copies + c.passthrough);
+    if (slots == 3) {  // below a layer's union: the copies of one layer evict the last one's
+      EXPECT_GT(c.passthrough, 0u);
+    } else {
+      EXPECT_GT(c.hits, 0u);
+    }
+    if (slots == 20) {
+      EXPECT_GT(c.evictions, 0u);
+    }
+    if (slots == 1000) {
+      EXPECT_EQ(c.evictions, 0u);
+      EXPECT_EQ(c.passthrough, 0u);
+    }
+    e->model().set_expert_provider(e->store());
   }
 }
 

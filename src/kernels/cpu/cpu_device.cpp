@@ -36,6 +36,14 @@ Buf CpuDevice::alloc(BufType t, int64_t rows, int64_t cols) {
 
 void CpuDevice::free(Buf b) { AlignedFree{}(b.p); }
 
+void* CpuDevice::alloc_bytes(size_t bytes) { return allocate_touched(std::max<size_t>(bytes, 1), kAlign).release(); }
+void CpuDevice::free_bytes(void* p) { AlignedFree{}(p); }
+Fence CpuDevice::copy_in(std::span<const CopyPiece> pieces, Fence) {
+  for (const CopyPiece& c : pieces)
+    if (c.bytes) std::memcpy(c.dst, c.src, c.bytes);
+  return {};
+}
+
 void* CpuDevice::take(size_t bytes) {
   bytes = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   for (size_t i = 0; i < chunks_.size(); ++i) {

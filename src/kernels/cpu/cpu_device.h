@@ -42,6 +42,11 @@ class CpuDevice final : public Device {
   void wait(Fence) override {}
   void finish() override {}
 
+  // The emulated accelerator's tier memory: host bytes, copies by memcpy (fences always passed).
+  void* alloc_bytes(size_t bytes) override;
+  void free_bytes(void* p) override;
+  Fence copy_in(std::span<const CopyPiece> pieces, Fence after) override;
+
   void linear(const Buf& x, std::span<const LinearOut> outs) override;
   void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override;
   void rmsnorm(const Buf& x, const Vec& w, float eps, Buf y, int64_t group) override;

@@ -4,10 +4,15 @@
 // an op needs on the device (token ids, expert member lists, AttnRes source tables, RoPE tables)
 // goes through the scratch arena, copied there from a pinned staging ring so the host never waits
 // for the stream to queue it; expert views that still live in host memory are staged in scratch.
-// In the `cuda` ISA the routed experts of a layer run as one grouped launch per step.
+// In the `cuda` ISA the routed experts of a layer run as one grouped launch per step. The expert
+// tier (store/device_tier.h) copies records into device bytes on a second stream, the copy
+// stream, from host memory registered with pin_host; fences are pooled events with sequence
+// numbers, so a fence kept by a tier slot for a long time still reads right after its event is
+// reused.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +45,7 @@ class CudaDevice final : public Device {
     SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     name_ = cat(reference ? "cuda-ref:" : "cuda:", index, "/sm_", prop.major, prop.minor, " ", prop.name);
     SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     SLUICE_CUDA_CHECK(cudaHostAlloc(&ring_, kRingBytes, cudaHostAllocDefault));
     for (cudaEvent_t& e : ring_done_) SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     const char* prof = std::getenv("SLUICE_CUDA_PROFILE");
@@ -48,11 +54,16 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     cudaSetDevice(index_);
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
     print_profile();
     for (void* p : kept_) cudaFree(p);
+    for (const auto& [p, bytes] : tier_) cudaFree(p);
+    for (void* p : pinned_) cudaHostUnregister(p);
     for (Chunk& c : chunks_) cudaFree(c.mem);
     for (cudaEvent_t e : ring_done_) cudaEventDestroy(e);
+    for (EventSlot& f : fence_slots_) cudaEventDestroy(f.e);
     cudaFreeHost(ring_);
+    cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
   }
 
@@ -141,22 +152,61 @@ class CudaDevice final : public Device {
     cuda::fill(stream_, mat(dst), value);
   }
 
-  Fence fence() override {
-    cudaEvent_t e;
-    SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    SLUICE_CUDA_CHECK(cudaEventRecord(e, stream_));
-    events_.push_back(e);
-    if (events_.size() > 64) {  // fences are short-lived: drop the oldest (destroyed once passed)
-      cudaEventSynchronize(events_.front());
-      cudaEventDestroy(events_.front());
-      events_.erase(events_.begin());
-    }
-    return Fence{e, 0};
-  }
+  Fence fence() override { return record(stream_); }
   void wait(Fence f) override {
-    if (f.impl) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(f.impl), 0));
+    if (const EventSlot* e = pending(f)) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_, e->e, 0));
   }
   void finish() override { SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void* alloc_bytes(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    tier_.emplace_back(p, bytes);
+    return p;
+  }
+  void free_bytes(void* p) override {
+    if (!p) return;
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued work may still read it
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+    std::erase_if(tier_, [p](const auto& t) { return t.first == p; });
+    cudaFree(p);
+  }
+  bool pin_host(void* p, size_t bytes) override {
+    if (!p || !bytes) return false;
+    if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    pinned_.push_back(p);
+    return true;
+  }
+  void unpin_host(void* p) override {
+    auto it = std::find(pinned_.begin(), pinned_.end(), p);
+    if (it == pinned_.end()) return;
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+    cudaHostUnregister(p);
+    pinned_.erase(it);
+  }
+  Fence copy_in(std::span<const CopyPiece> pieces, Fence after) override {
+    if (const EventSlot* e = pending(after)) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, e->e, 0));
+    for (const CopyPiece& c : pieces)
+      if (c.bytes) SLUICE_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, copy_stream_));
+    return record(copy_stream_);
+  }
+  bool passed(Fence f) override {
+    const EventSlot* e = pending(f);
+    if (!e) return true;
+    const cudaError_t r = cudaEventQuery(e->e);
+    if (r == cudaErrorNotReady) return false;
+    SLUICE_CUDA_CHECK(r);
+    return true;
+  }
+  void sync(Fence f) override {
+    if (const EventSlot* e = pending(f)) SLUICE_CUDA_CHECK(cudaEventSynchronize(e->e));
+  }
 
   void linear(const Buf& x, std::span<const LinearOut> outs) override {
     Prof prof(*this, "linear");
@@ -480,6 +530,41 @@ class CudaDevice final : public Device {
     return true;
   }
 
+  // Fences: pooled events, each with the sequence number of its latest record. A Fence is {slot,
+  // sequence}; a slot is recorded again only after its event has passed, so a fence whose slot has
+  // moved on has passed. At most kMaxFences are in flight (the oldest is waited for beyond that).
+  struct EventSlot {
+    cudaEvent_t e = nullptr;
+    uint64_t seq = 0;
+  };
+  static constexpr size_t kMaxFences = 512;
+  Fence record(cudaStream_t s) {
+    while (!in_flight_.empty()) {  // return passed slots to the free list, oldest first
+      EventSlot* old = in_flight_.front();
+      if (in_flight_.size() >= kMaxFences) SLUICE_CUDA_CHECK(cudaEventSynchronize(old->e));
+      else if (cudaEventQuery(old->e) == cudaErrorNotReady) break;
+      in_flight_.pop_front();
+      free_fences_.push_back(old);
+    }
+    EventSlot* slot;
+    if (!free_fences_.empty()) {
+      slot = free_fences_.back();
+      free_fences_.pop_back();
+    } else {
+      slot = &fence_slots_.emplace_back();
+      SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&slot->e, cudaEventDisableTiming));
+    }
+    slot->seq = ++fence_seq_;
+    SLUICE_CUDA_CHECK(cudaEventRecord(slot->e, s));
+    in_flight_.push_back(slot);
+    return Fence{slot, slot->seq};
+  }
+  // The slot of a fence that may still be pending, or null when it has certainly passed.
+  static const EventSlot* pending(Fence f) {
+    const auto* e = static_cast<const EventSlot*>(f.impl);
+    return e && e->seq == f.value ? e : nullptr;
+  }
+
   // Host bytes copied into the pinned staging ring, or null when they are too large for it (the
   // caller then copies from pageable memory). The ring has two halves; the host moves to the other
   // half once the current one is full, after the stream has passed every copy queued from it.
@@ -560,13 +645,15 @@ class CudaDevice final : public Device {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    size_t scratch = 0;
+    size_t scratch = 0, tier = 0;
     for (const Chunk& c : chunks_) scratch += c.size;
+    for (const auto& t : tier_) tier += t.second;
     constexpr double MiB = 1 << 20;
     fail(name_, ": out of GPU memory allocating ", what, ": ", fmt_mib(double(bytes) / MiB), " MiB asked, ",
          fmt_mib(double(free_b) / MiB), " MiB free of ", fmt_mib(double(total_b) / MiB), " MiB (this model holds ",
-         fmt_mib(double(kept_bytes_) / MiB), " MiB of weights and ", fmt_mib(double(scratch) / MiB),
-         " MiB of scratch); the resident part does not fit: stream the experts (sluice prepare) or use --device cpu");
+         fmt_mib(double(kept_bytes_) / MiB), " MiB of weights, ", fmt_mib(double(scratch) / MiB),
+         " MiB of scratch and ", fmt_mib(double(tier) / MiB), " MiB of expert tier); ",
+         tier ? "lower --gpu-experts-gb" : "the resident part does not fit: stream the experts (sluice prepare) or use --device cpu");
   }
   static std::string fmt_mib(double v) {
     char b[32];
@@ -584,11 +671,17 @@ class CudaDevice final : public Device {
   bool reference_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // the expert tier's copies
+  std::deque<EventSlot> fence_slots_;
+  std::deque<EventSlot*> in_flight_;
+  std::vector<EventSlot*> free_fences_;
+  uint64_t fence_seq_ = 0;
+  std::vector<std::pair<void*, size_t>> tier_;  // alloc_bytes
+  std::vector<void*> pinned_;  // pin_host
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
   std::vector<void*> kept_;
   size_t kept_bytes_ = 0;
-  std::vector<cudaEvent_t> events_;
   std::vector<Mat> mats_;
   std::vector<float> host_table_;
   bool profile_ = false;

@@ -1,0 +1,190 @@
+#include "store/device_tier.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace sluice::store {
+namespace {
+
+constexpr size_t kAlign = 256;  // each piece of a slot starts aligned, as the kernels' loads want
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Calls f(pointer member, bytes) for each piece of a weight that is there (values, scales, bias),
+// in that order; f may repoint the member.
+template <typename F>
+void for_each_piece(kernels::Weight& w, F&& f) {
+  if (w.empty()) return;
+  f(w.data, kernels::weight_data_bytes(w));
+  if (w.scales) f(w.scales, kernels::weight_scale_bytes(w));
+  if (w.bias) f(w.bias, kernels::weight_bias_bytes(w));
+}
+
+size_t device_bytes(kernels::ExpertView v) {
+  size_t n = 0;
+  for (kernels::Weight* w : {&v.gate, &v.up, &v.down})
+    for_each_piece(*w, [&](const void*&, size_t bytes) { n += aligned(bytes); });
+  return n;
+}
+
+}  // namespace
+
+DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts)
+    : device_(device), inner_(inner), budget_(budget_bytes), layers_(layers), experts_(experts) {
+  SLUICE_CHECK(layers > 0 && experts > 0, "device tier of a bank of ", layers, " x ", experts, " experts");
+  where_.assign(size_t(layers) * size_t(experts), -1);
+}
+
+DeviceTier::~DeviceTier() {
+  if (mem_) device_.free_bytes(mem_);
+}
+
+// The slots, sized by the first expert copied (every routed expert of a bank has the same shape
+// and types; a larger one later is passed through). Asks for the budget and halves on refusal.
+void DeviceTier::allocate(const kernels::ExpertView& first) {
+  allocated_ = true;
+  slot_bytes_ = device_bytes(first);
+  if (slot_bytes_ == 0) return;
+  uint64_t n = std::min<uint64_t>(budget_ / slot_bytes_, uint64_t(layers_) * uint64_t(experts_));
+  while (n > 0 && !(mem_ = static_cast<std::byte*>(device_.alloc_bytes(size_t(n) * slot_bytes_)))) n /= 2;
+  slots_.resize(size_t(n));
+  for (size_t i = 0; i < slots_.size(); ++i) touch(int(i));
+  counters_.slots = n;
+  counters_.slot_bytes = slot_bytes_;
+}
+
+void DeviceTier::unlink(int s) {
+  Slot& x = slots_[size_t(s)];
+  if (x.prev >= 0) slots_[size_t(x.prev)].next = x.next;
+  else if (head_ == s) head_ = x.next;
+  if (x.next >= 0) slots_[size_t(x.next)].prev = x.prev;
+  else if (tail_ == s) tail_ = x.prev;
+  x.prev = x.next = -1;
+}
+
+void DeviceTier::touch(int s) {
+  unlink(s);
+  Slot& x = slots_[size_t(s)];
+  x.next = head_;
+  if (head_ >= 0) slots_[size_t(head_)].prev = s;
+  head_ = s;
+  if (tail_ < 0) tail_ = s;
+}
+
+int DeviceTier::victim() const {
+  for (int s = tail_; s >= 0; s = slots_[size_t(s)].prev)
+    if (!slots_[size_t(s)].leased) return s;
+  return -1;
+}
+
+kernels::ExpertView DeviceTier::fill(int s, const kernels::ExpertView& host) {
+  Slot& slot = slots_[size_t(s)];
+  kernels::ExpertView d = host;
+  pieces_.clear();
+  std::byte* at = mem_ + size_t(s) * slot_bytes_;
+  // Each piece moves into the slot; the device view points at it there.
+  for (kernels::Weight* w : {&d.gate, &d.up, &d.down}) {
+    if (w->empty()) continue;
+    for_each_piece(*w, [&](const void*& member, size_t bytes) {
+      pieces_.push_back({at, member, bytes});
+      member = at;
+      at += aligned(bytes);
+    });
+    w->place = kernels::Place::Device;
+  }
+  d.ready = device_.copy_in(pieces_, slot.last_use);
+  last_copy_ = d.ready;
+  slot.view = d;
+  ++counters_.copies;
+  for (const auto& p : pieces_) counters_.bytes_copied += p.bytes;
+  return d;
+}
+
+void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
+  SLUICE_CHECK(layer >= 0 && layer < layers_, "device tier: layer ", layer, " outside 0..", layers_ - 1);
+  layer_ = layer;
+  leased_.clear();
+  hits_.clear();
+  next_hit_ = 0;
+  miss_experts_.clear();
+  miss_index_.clear();
+  passed_through_ = false;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    SLUICE_CHECK(experts[i] >= 0 && experts[i] < experts_, "device tier: expert ", experts[i], " outside 0..",
+                 experts_ - 1);
+    const int s = where_[size_t(layer) * size_t(experts_) + size_t(experts[i])];
+    ++counters_.requests;
+    if (s >= 0) {
+      ++counters_.hits;
+      slots_[size_t(s)].leased = true;
+      leased_.push_back(s);
+      hits_.emplace_back(int(i), s);
+      touch(s);
+    } else {
+      miss_experts_.push_back(experts[i]);
+      miss_index_.push_back(int(i));
+    }
+  }
+  inner_open_ = !miss_experts_.empty();
+  if (inner_open_) inner_.begin(layer, miss_experts_);
+}
+
+int DeviceTier::next_ready(kernels::ExpertView* out) {
+  if (next_hit_ < hits_.size()) {
+    const auto [i, s] = hits_[next_hit_++];
+    *out = slots_[size_t(s)].view;
+    return i;
+  }
+  if (!inner_open_) return -1;
+  kernels::ExpertView host;
+  const int got = inner_.next_ready(&host);
+  if (got < 0) return -1;
+  const int i = miss_index_[size_t(got)];
+  if (!allocated_) allocate(host);
+  const int s = device_bytes(host) <= slot_bytes_ ? victim() : -1;
+  if (s < 0) {
+    ++counters_.passthrough;
+    passed_through_ = true;
+    *out = host;
+    return i;
+  }
+  Slot& slot = slots_[size_t(s)];
+  if (slot.key >= 0) {
+    where_[size_t(slot.key)] = -1;
+    ++counters_.evictions;
+  }
+  slot.key = layer_ * experts_ + miss_experts_[size_t(got)];
+  where_[size_t(slot.key)] = s;
+  slot.leased = true;
+  leased_.push_back(s);
+  touch(s);
+  *out = fill(s, host);
+  return i;
+}
+
+void DeviceTier::release(int layer) {
+  SLUICE_CHECK(layer == layer_, "device tier: release of layer ", layer, " while layer ", layer_, " is leased");
+  const kernels::Fence done = device_.fence();  // after the work that read this lease's views
+  for (int s : leased_) {
+    slots_[size_t(s)].leased = false;
+    slots_[size_t(s)].last_use = done;
+  }
+  leased_.clear();
+  if (inner_open_) {
+    device_.sync(last_copy_);                  // the copies read the inner provider's RAM slots
+    if (passed_through_) device_.sync(done);  // so did the work on views handed out from them
+    inner_.release(layer);
+    inner_open_ = false;
+  }
+  layer_ = -1;
+}
+
+void DeviceTier::prefetch(int layer, std::span<const int32_t> experts, int distance) {
+  if (layer < 0 || layer >= layers_) return;
+  prefetch_.clear();  // experts already on the device need no read into RAM
+  for (int32_t e : experts)
+    if (e >= 0 && e < experts_ && where_[size_t(layer) * size_t(experts_) + size_t(e)] < 0) prefetch_.push_back(e);
+  inner_.prefetch(layer, prefetch_, distance);
+}
+
+}  // namespace sluice::store

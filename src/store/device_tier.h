@@ -1,0 +1,93 @@
+// The expert tier in a device's own memory (HBM): routed experts kept in device slots in front of
+// another provider (the RAM store). A hit hands out a view of its slot; a miss takes the inner
+// provider's view as it lands and copies its bytes, piece by piece and unchanged, into the least
+// recently used slot that no lease holds, on the device's copy queue, and hands out a view of the
+// slot whose `ready` fence is that copy's. Every kernel therefore computes on the same bytes
+// whichever tier held the expert: the tier changes no bit.
+//
+// The lease (expert_provider.h). A slot handed out stays pinned until release(). release() takes
+// the compute queue's fence (after the work that read the views) as each slot's last use; a
+// slot's next copy waits for it on the device, so reusing a slot never blocks the host. The
+// inner provider's lease ends only after this lease's copies have landed (their sources are its
+// RAM slots), which is the one place the host waits. A miss that finds no free slot (a budget
+// below one group of experts) is handed out as the inner provider's host view (the device stages
+// it, as without a tier) and release() then also waits for the compute fence.
+//
+// The inner provider's host memory should be registered with the device (Device::pin_host) by
+// whoever owns it, so the copies run at the link's rate.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device.h"
+#include "store/expert_provider.h"
+
+namespace sluice::store {
+
+struct TierCounters {
+  uint64_t requests = 0, hits = 0;  // experts asked for, found in device slots
+  uint64_t copies = 0, bytes_copied = 0, evictions = 0;
+  uint64_t passthrough = 0;  // misses handed out from host memory (no free slot)
+  uint64_t slots = 0, slot_bytes = 0;
+};
+
+class DeviceTier : public ExpertProvider {
+ public:
+  // budget_bytes of device memory in slots sized by the first expert copied; the bank has `layers`
+  // x `experts` routed experts. Device memory is taken at the first miss, and less than the budget
+  // when the device has less free (never a failure: a tier of 0 slots passes every miss through).
+  DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts);
+  ~DeviceTier() override;
+  DeviceTier(const DeviceTier&) = delete;
+  DeviceTier& operator=(const DeviceTier&) = delete;
+
+  void begin(int layer, std::span<const int32_t> experts) override;
+  int next_ready(kernels::ExpertView* out) override;
+  void release(int layer) override;
+  void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
+  int lookahead() const override { return inner_.lookahead(); }
+  size_t max_batch() const override { return inner_.max_batch(); }
+  ReadTotals read_totals() const override { return inner_.read_totals(); }
+
+  const TierCounters& counters() const { return counters_; }
+
+ private:
+  struct Slot {
+    int key = -1;               // layer * experts + expert, or -1 (empty)
+    bool leased = false;        // handed out in the open lease
+    kernels::ExpertView view;   // on the device; view.ready = the copy that filled it
+    kernels::Fence last_use;    // the compute fence of the last lease that read it
+    int prev = -1, next = -1;   // recency list, most recent at head_
+  };
+  void allocate(const kernels::ExpertView& first);
+  int victim() const;  // the least recently used slot not leased, or -1
+  void touch(int slot);
+  void unlink(int slot);
+  kernels::ExpertView fill(int slot, const kernels::ExpertView& host);
+
+  kernels::Device& device_;
+  ExpertProvider& inner_;
+  uint64_t budget_;
+  int layers_, experts_;
+  std::byte* mem_ = nullptr;
+  size_t slot_bytes_ = 0;
+  bool allocated_ = false;
+  std::vector<Slot> slots_;
+  std::vector<int> where_;  // key -> slot or -1
+  int head_ = -1, tail_ = -1;
+  // The open lease.
+  int layer_ = -1;
+  std::vector<int> leased_;                  // slots handed out or to hand out
+  std::vector<std::pair<int, int>> hits_;    // (index in begin's list, slot), not yet handed out
+  size_t next_hit_ = 0;
+  std::vector<int32_t> miss_experts_;        // asked of the inner provider
+  std::vector<int> miss_index_;              // their indices in begin's list
+  bool inner_open_ = false, passed_through_ = false;
+  kernels::Fence last_copy_;
+  std::vector<kernels::Device::CopyPiece> pieces_;
+  std::vector<int32_t> prefetch_;
+  TierCounters counters_;
+};
+
+}  // namespace sluice::store

@@ -1,0 +1,161 @@
+// The device tier's lease and recency rules, on the CPU device's emulated tier memory (copies are
+// memcpy) in front of a provider whose experts are host buffers with a pattern per expert: hits
+// and misses, what the inner provider is asked for, least-recently-used eviction, a slot never
+// reused while its lease is open, misses passed through when every slot is leased, and prefetch
+// hints that skip experts already on the device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu_device.h"
+#include "store/device_tier.h"
+
+namespace sluice {
+namespace {
+
+constexpr int kLayers = 2, kExperts = 6;
+constexpr int64_t kRows = 8, kCols = 16;  // F32 gate, up, down of 512 bytes each
+
+// Experts in host memory: every float of expert (l, e) is 100·l + e.
+class HostExperts : public store::ExpertProvider {
+ public:
+  HostExperts() : bytes_(size_t(kLayers * kExperts) * 3 * kRows * kCols) {
+    for (int l = 0; l < kLayers; ++l)
+      for (int e = 0; e < kExperts; ++e)
+        for (int64_t i = 0; i < 3 * kRows * kCols; ++i) at(l, e)[i] = float(100 * l + e);
+  }
+  void begin(int layer, std::span<const int32_t> experts) override {
+    EXPECT_FALSE(open_) << "a lease is already open";
+    open_ = true;
+    layer_ = layer;
+    asked.emplace_back(experts.begin(), experts.end());
+    order_.assign(experts.begin(), experts.end());
+    next_ = 0;
+  }
+  int next_ready(kernels::ExpertView* out) override {
+    if (next_ >= order_.size()) return -1;
+    float* p = at(layer_, order_[next_]);
+    kernels::Weight w{.type = kernels::WeightType::F32, .rows = kRows, .cols = kCols};
+    out->gate = out->up = out->down = w;
+    out->gate.data = p;
+    out->up.data = p + kRows * kCols;
+    out->down.data = p + 2 * kRows * kCols;
+    return int(next_++);
+  }
+  void release(int layer) override {
+    EXPECT_TRUE(open_);
+    EXPECT_EQ(layer, layer_);
+    open_ = false;
+    ++releases;
+  }
+  void prefetch(int, std::span<const int32_t> experts, int) override {
+    prefetched.emplace_back(experts.begin(), experts.end());
+  }
+  float* at(int l, int e) { return bytes_.data() + size_t(l * kExperts + e) * 3 * kRows * kCols; }
+
+  std::vector<std::vector<int32_t>> asked, prefetched;
+  int releases = 0;
+
+ private:
+  std::vector<float> bytes_;
+  std::vector<int32_t> order_;
+  size_t next_ = 0;
+  int layer_ = -1;
+  bool open_ = false;
+};
+
+// Every float of the view's three weights is `value`.
+bool holds(const kernels::ExpertView& v, float value) {
+  for (const kernels::Weight* w : {&v.gate, &v.up, &v.down})
+    for (int64_t i = 0; i < kRows * kCols; ++i)
+      if (static_cast<const float*>(w->data)[i] != value) return false;
+  return true;
+}
+
+// Runs one lease over `experts` of `layer`: the views in begin's order, checked after every
+// expert was handed out (none overwritten by a later miss of the same lease).
+std::vector<kernels::ExpertView> lease(store::DeviceTier& tier, int layer, std::vector<int32_t> experts) {
+  tier.begin(layer, experts);
+  std::vector<kernels::ExpertView> views(experts.size());
+  kernels::ExpertView v;
+  size_t n = 0;
+  for (int got; (got = tier.next_ready(&v)) >= 0; ++n) views[size_t(got)] = v;
+  EXPECT_EQ(n, experts.size());
+  for (size_t i = 0; i < experts.size(); ++i)
+    EXPECT_TRUE(holds(views[i], float(100 * layer + experts[i]))) << "expert " << experts[i] << " of layer " << layer;
+  tier.release(layer);
+  return views;
+}
+
+TEST(DeviceTier, KeepsRecentExpertsAndNeverReusesALeasedSlot) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  const uint64_t slot = 3 * kRows * kCols * 4;  // three 512-byte pieces, each 256-aligned already
+  store::DeviceTier tier(dev, host, 2 * slot, kLayers, kExperts);
+
+  // Two slots, three experts: two are copied, the third passes through from host memory.
+  auto v = lease(tier, 0, {1, 2, 3});
+  EXPECT_EQ(tier.counters().slots, 2u);
+  EXPECT_EQ(tier.counters().slot_bytes, slot);
+  EXPECT_EQ(v[0].gate.place, kernels::Place::Device);
+  EXPECT_EQ(v[1].gate.place, kernels::Place::Device);
+  EXPECT_EQ(v[2].gate.place, kernels::Place::Host);
+  EXPECT_EQ(v[2].gate.data, host.at(0, 3));
+  EXPECT_EQ(tier.counters().copies, 2u);
+  EXPECT_EQ(tier.counters().passthrough, 1u);
+  EXPECT_EQ(host.releases, 1);
+
+  // Expert 2 is a hit (only 4 is asked of the RAM store) and 4 takes the least recent slot, 1's.
+  v = lease(tier, 0, {2, 4});
+  ASSERT_EQ(host.asked.size(), 2u);
+  EXPECT_EQ(host.asked[1], std::vector<int32_t>{4});
+  EXPECT_EQ(tier.counters().hits, 1u);
+  EXPECT_EQ(tier.counters().evictions, 1u);
+  EXPECT_EQ(host.releases, 2);
+
+  // All hits: the RAM store is not asked and its lease never opened.
+  lease(tier, 0, {2, 4});
+  EXPECT_EQ(host.asked.size(), 2u);
+  EXPECT_EQ(host.releases, 2);
+  EXPECT_EQ(tier.counters().hits, 3u);
+
+  // The same expert id of another layer is another expert: it takes 2's slot (2 was used before 4
+  // in the last lease), and 1, evicted before, comes back into 4's.
+  lease(tier, 1, {2});
+  lease(tier, 0, {1});
+  ASSERT_EQ(host.asked.size(), 4u);
+  EXPECT_EQ(host.asked[2], std::vector<int32_t>{2});
+  EXPECT_EQ(host.asked[3], std::vector<int32_t>{1});
+  EXPECT_EQ(tier.counters().evictions, 3u);
+
+  // Prefetch hints name only experts not on the device (of layer 0 it holds only 1 now).
+  tier.prefetch(0, std::vector<int32_t>{4, 5, 1, 0}, 1);
+  ASSERT_EQ(host.prefetched.size(), 1u);
+  EXPECT_EQ(host.prefetched[0], (std::vector<int32_t>{4, 5, 0}));
+  EXPECT_EQ(tier.counters().requests, 9u);
+}
+
+TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  store::DeviceTier tier(dev, host, 100, kLayers, kExperts);  // below one slot
+  auto v = lease(tier, 1, {0, 5});
+  EXPECT_EQ(tier.counters().slots, 0u);
+  EXPECT_EQ(tier.counters().passthrough, 2u);
+  EXPECT_EQ(v[1].down.data, host.at(1, 5) + 2 * kRows * kCols);
+  lease(tier, 1, {0, 5});
+  EXPECT_EQ(tier.counters().hits, 0u);
+  EXPECT_EQ(host.releases, 2);
+}
+
+TEST(DeviceTier, RefusesExpertsOutsideTheBank) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  store::DeviceTier tier(dev, host, 1 << 20, kLayers, kExperts);
+  EXPECT_THROW(tier.begin(kLayers, std::vector<int32_t>{0}), std::exception);
+  EXPECT_THROW(tier.begin(0, std::vector<int32_t>{kExperts}), std::exception);
+}
+
+}  // namespace
+}  // namespace sluice
