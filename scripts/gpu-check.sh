@@ -25,8 +25,11 @@
 #                                       streamed with every expert in RAM (--cache-gb 24) after a
 #                                       256-token prompt: decode on cuda:0 with the device tier at a
 #                                       quarter of the experts, with it off (each expert copied from
-#                                       RAM at every use), with it holding all, and on the 16-core CPU;
+#                                       RAM at every use), with it holding all, with a quarter and
+#                                       0.3 or 0.5 of each layer's experts computed on the CPU
+#                                       (--cpu-experts), and on the 16-core CPU;
 #                                       the pinned host-to-device copy rate measured in the same run
+#                                       (HYBRID_ARMS, HYBRID_LAYERS, HYBRID_EXPERTS choose other runs)
 #   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
 #                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
 #                                       GPU's idle time between ops), after a 1- and a 256-token prompt
@@ -212,14 +215,17 @@ print(f"pinned host-to-device copy: {sorted(rates)[2]:.1f} GB/s (median of 5 x 2
 PY
     quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import k3_width as k; print(f'{$layers * $experts * k.expert_bytes() / 4 / 1e9:.3f}')")
     prompt=$(seq -s, 11 266)
-    for arm in "cuda:0 $quarter" "cuda:0 0" "cuda:0 auto" "cpu auto"; do
+    # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts.
+    arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
+    for arm in ${arms//quarter/$quarter}; do
+      arm=${arm//,/ }
       set -- $arm
-      name="${1%:0}-$2"
+      name="${1%:0}-$2-$3"
       for n in 1 33; do  # the 1-token run gives the prefill's share of the tier's counters
         if [ "$1" = cpu ] && [ "$n" = 1 ]; then continue; fi
-        step "streamed on $1, --gpu-experts-gb $2, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
+        step "streamed on $1, --gpu-experts-gb $2 --cpu-experts $3, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
           run_carried sluice run --model '$work/m' --prompt-ids '$prompt' --max-new $n --experts stream --cache-gb 24 \
-          --device $1 --gpu-experts-gb $2 --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
+          --device $1 --gpu-experts-gb $2 --cpu-experts $3 --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
       done
       grep -h '^\[gpu tier\]\|^\[store\] reader' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
       python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true

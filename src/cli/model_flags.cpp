@@ -54,6 +54,14 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                       "(what is free after the model's resident part, less a fifth of the GPU's memory, at least "
                       "4 GiB, for scratch), 0 (off: each expert is copied from RAM at every use), or GB")
           ->default_val("auto");
+  f.cpu_experts_opt =
+      sub->add_option("--cpu-experts", f.engine.cpu_experts,
+                      "Share of each MoE layer's routed experts computed on the host's cores from RAM while the GPU "
+                      "computes the rest (0..1; needs --device cuda:N and the device tier). A plan fixed by expert, "
+                      "never by what is cached: two runs give the same bits; those experts' outputs are the CPU "
+                      "kernels', within the ISA tolerance of the GPU's")
+          ->default_val(0)
+          ->transform(number_in(0, 1));
   f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict and pre-read the next layer's experts");
   f.prefetch_precision_opt =
       sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
@@ -166,7 +174,7 @@ void warn_unused_model_flags(const ModelFlags& f, const runtime::Engine* engine)
     if (engine->streaming()) return;
     std::vector<std::string> names;
     for (const CLI::Option* o :
-         {f.cache_gb_opt, f.gpu_experts_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.prefetch_layers_opt, f.reader_opt,
+         {f.cache_gb_opt, f.gpu_experts_opt, f.cpu_experts_opt, f.no_prefetch_opt, f.prefetch_precision_opt, f.prefetch_layers_opt, f.reader_opt,
           f.queue_depth_opt, f.no_verify_opt})
       if (given(o)) names.push_back(o->get_name());
     if (!names.empty())

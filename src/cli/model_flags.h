@@ -29,7 +29,7 @@ struct ModelFlags {
 
   // The options as declared, to tell a flag given from its default.
   CLI::Option *top_k_opt = nullptr, *top_p_opt = nullptr, *seed_opt = nullptr, *draft_max_opt = nullptr,
-              *draft_depth_opt = nullptr, *prefill_memory_opt = nullptr, *cache_gb_opt = nullptr, *gpu_experts_opt = nullptr,
+              *draft_depth_opt = nullptr, *prefill_memory_opt = nullptr, *cache_gb_opt = nullptr, *gpu_experts_opt = nullptr, *cpu_experts_opt = nullptr,
               *no_prefetch_opt = nullptr, *prefetch_precision_opt = nullptr, *prefetch_layers_opt = nullptr,
               *reader_opt = nullptr, *queue_depth_opt = nullptr, *no_verify_opt = nullptr,
               *chat_format_opt = nullptr, *reasoning_effort_opt = nullptr, *system_opt = nullptr,

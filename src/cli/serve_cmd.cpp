@@ -101,6 +101,11 @@ Action register_serve(CLI::App& app) {
                   "Device memory for routed experts in front of the RAM cache when streaming on a GPU: auto, 0 "
                   "(off) or GB")
       ->default_val("auto");
+  sub->add_option("--cpu-experts", o->engine.cpu_experts,
+                  "Share of each MoE layer's routed experts computed on the host's cores while the GPU computes "
+                  "the rest (0..1; with --device cuda:N)")
+      ->default_val(0)
+      ->transform(number_in(0, 1));
   sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict and pre-read the next layer's experts");
   add_state_cache_flags(sub, o->engine);
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "

@@ -150,6 +150,9 @@ struct ExpertView {
   Weight down;  // [input, intermediate]
   Fence ready;
   bool gate_up_interleaved = false;
+  // A GPU host's plan computes this expert on the host's cores from RAM (store/device_tier.h):
+  // the model runs it on the CPU device and moves only its output rows to the GPU.
+  bool compute_on_host = false;
   int64_t intermediate() const { return gate_up_interleaved ? gate.rows / 2 : gate.rows; }
 };
 

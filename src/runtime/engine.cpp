@@ -89,12 +89,17 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.source = opt.expert_source ? opt.expert_source : fetch::StreamSource::open(opt.model_dir, *bank);
     e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
     e->model_->set_expert_provider(e->store_.get());
-    if (const uint64_t budget = tier_budget(opt.gpu_experts_gb, *device)) {
+    const uint64_t budget = tier_budget(opt.gpu_experts_gb, *device);
+    if (!(opt.cpu_experts >= 0 && opt.cpu_experts <= 1)) fail("--cpu-experts must be a share in 0..1");
+    if (opt.cpu_experts > 0 && !budget)
+      fail("--cpu-experts splits the experts between the GPU and the host's cores: it needs --device cuda:N with a "
+           "device tier (--gpu-experts-gb auto or > 0)");
+    if (budget) {
       // The RAM arena registered with the copy engine first, so misses reach the device at the
       // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
       e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
       e->tier_ = std::make_unique<store::DeviceTier>(*device, *e->store_, budget, int(bank->num_layers),
-                                                     int(bank->num_experts));
+                                                     int(bank->num_experts), opt.cpu_experts);
       e->model_->set_expert_provider(e->tier_.get());
     }
   }
@@ -177,6 +182,7 @@ nlohmann::json Engine::stats_json() const {
                      {"bytes_copied", t.bytes_copied},
                      {"evictions", t.evictions},
                      {"passthrough", t.passthrough},
+                     {"on_host", t.on_host},
                      {"pinned_ram", arena_pinned_}};
   }
   if (state_cache_) {
@@ -217,13 +223,13 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
       const store::TierCounters& t = tier_->counters();
       std::snprintf(line, sizeof line,
                     "[gpu tier] slots=%llu (%.2f GB) hit_rate=%.3f (%llu/%llu) copied=%.1f MB (%.2f MB/token) "
-                    "evictions=%llu passthrough=%llu ram=%s\n",
+                    "evictions=%llu passthrough=%llu on_host=%llu ram=%s\n",
                     (unsigned long long)t.slots, double(t.slots * t.slot_bytes) / 1e9,
                     t.requests ? double(t.hits) / double(t.requests) : 0.0, (unsigned long long)t.hits,
                     (unsigned long long)t.requests, t.bytes_copied / 1e6,
                     generated_tokens ? t.bytes_copied / 1e6 / double(generated_tokens) : 0.0,
                     (unsigned long long)t.evictions, (unsigned long long)t.passthrough,
-                    arena_pinned_ ? "pinned" : "pageable");
+                    (unsigned long long)t.on_host, arena_pinned_ ? "pinned" : "pageable");
       o << line;
     }
     if (s.fetched || store_->missing()) {

@@ -34,6 +34,9 @@ struct EngineOptions {
   // memory of its own (store/device_tier.h): "auto" (what is free after the model's resident part,
   // less a reserve for scratch), "0" (off: every expert is copied from RAM for each use) or GB.
   std::string gpu_experts_gb = "auto";
+  // The share of each MoE layer's routed experts that a GPU host computes on its cores from RAM
+  // instead of copying them to the GPU (0..1; a plan fixed for the session: DeviceTier).
+  double cpu_experts = 0;
   bool prefetch = true;
   double prefetch_precision = 0.95;  // StreamOptions::prefetch_min_precision
   bool prefetch_idle = false;        // StreamOptions::prefetch_when_idle

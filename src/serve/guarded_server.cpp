@@ -136,10 +136,12 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
 
  private:
   // How long one read may wait: the read timeout, but never past the header or body deadline.
+  // Rounded up: a wait that ended a fraction of a millisecond before the body's deadline was not
+  // counted as a missed deadline, and the slow body got a 400 instead of its 408.
   int read_wait_ms() const {
     if (!in_headers_ && !in_body_) return limits_.read_timeout_ms;
     const Clock::time_point deadline = in_headers_ ? header_deadline_ : body_deadline_;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     return int(std::clamp<int64_t>(left, 0, limits_.read_timeout_ms));
   }
   // POLLHUP means both directions are shut (or a reset); a half-close alone is not an error.

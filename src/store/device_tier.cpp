@@ -1,6 +1,7 @@
 #include "store/device_tier.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -29,10 +30,28 @@ size_t device_bytes(kernels::ExpertView v) {
 
 }  // namespace
 
-DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts)
+DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
+                       double host_share)
     : device_(device), inner_(inner), budget_(budget_bytes), layers_(layers), experts_(experts) {
   SLUICE_CHECK(layers > 0 && experts > 0, "device tier of a bank of ", layers, " x ", experts, " experts");
+  SLUICE_CHECK(host_share >= 0 && host_share <= 1, "the host's share of the experts must be in 0..1 (got ", host_share,
+               ")");
   where_.assign(size_t(layers) * size_t(experts), -1);
+  host_plan_.assign(where_.size(), 0);
+  // Per layer, the round(share x experts) experts first in an order by a hash of (layer, expert).
+  const int n = int(std::lround(host_share * experts));
+  std::vector<std::pair<uint32_t, int>> order(static_cast<size_t>(experts));
+  for (int l = 0; l < layers; ++l) {
+    for (int e = 0; e < experts; ++e) {
+      uint32_t h = uint32_t(l) * 0x9E3779B1u ^ uint32_t(e) * 0x85EBCA77u;
+      h ^= h >> 15;
+      h *= 0x2C1B3C6Du;
+      h ^= h >> 12;
+      order[size_t(e)] = {h, e};
+    }
+    std::sort(order.begin(), order.end());
+    for (int i = 0; i < n; ++i) host_plan_[size_t(l) * size_t(experts) + size_t(order[size_t(i)].second)] = 1;
+  }
 }
 
 DeviceTier::~DeviceTier() {
@@ -140,6 +159,12 @@ int DeviceTier::next_ready(kernels::ExpertView* out) {
   const int got = inner_.next_ready(&host);
   if (got < 0) return -1;
   const int i = miss_index_[size_t(got)];
+  if (host_plan_[size_t(layer_) * size_t(experts_) + size_t(miss_experts_[size_t(got)])]) {
+    ++counters_.on_host;
+    *out = host;
+    out->compute_on_host = true;
+    return i;
+  }
   if (!allocated_) allocate(host);
   const int s = device_bytes(host) <= slot_bytes_ ? victim() : -1;
   if (s < 0) {

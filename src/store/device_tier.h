@@ -15,6 +15,13 @@
 //
 // The inner provider's host memory should be registered with the device (Device::pin_host) by
 // whoever owns it, so the copies run at the link's rate.
+//
+// The host's share. A plan fixed at construction names, in every layer, round(share x experts)
+// experts that are never copied: they are handed out as the inner provider's host views marked
+// compute_on_host, and the model computes them on the host's cores while the link carries the
+// rest (moe.cpp). The plan is a function of (layer, expert) alone (an order by a hash of both),
+// never of what the tiers hold or of timing, so two runs give the same bits; those experts' rows
+// are the CPU kernels' bits, within the ISA tolerance of the GPU's.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +36,7 @@ struct TierCounters {
   uint64_t requests = 0, hits = 0;  // experts asked for, found in device slots
   uint64_t copies = 0, bytes_copied = 0, evictions = 0;
   uint64_t passthrough = 0;  // misses handed out from host memory (no free slot)
+  uint64_t on_host = 0;      // handed out for the host's cores (the plan's share)
   uint64_t slots = 0, slot_bytes = 0;
 };
 
@@ -37,7 +45,8 @@ class DeviceTier : public ExpertProvider {
   // budget_bytes of device memory in slots sized by the first expert copied; the bank has `layers`
   // x `experts` routed experts. Device memory is taken at the first miss, and less than the budget
   // when the device has less free (never a failure: a tier of 0 slots passes every miss through).
-  DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts);
+  DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
+             double host_share = 0);
   ~DeviceTier() override;
   DeviceTier(const DeviceTier&) = delete;
   DeviceTier& operator=(const DeviceTier&) = delete;
@@ -51,6 +60,8 @@ class DeviceTier : public ExpertProvider {
   ReadTotals read_totals() const override { return inner_.read_totals(); }
 
   const TierCounters& counters() const { return counters_; }
+  // Whether the plan computes expert e of layer l on the host's cores.
+  bool on_host(int layer, int expert) const { return host_plan_[size_t(layer) * size_t(experts_) + size_t(expert)]; }
 
  private:
   struct Slot {
@@ -75,6 +86,7 @@ class DeviceTier : public ExpertProvider {
   bool allocated_ = false;
   std::vector<Slot> slots_;
   std::vector<int> where_;  // key -> slot or -1
+  std::vector<uint8_t> host_plan_;  // key -> computed on the host's cores
   int head_ = -1, tail_ = -1;
   // The open lease.
   int layer_ = -1;

@@ -149,6 +149,39 @@ TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {
   EXPECT_EQ(host.releases, 2);
 }
 
+// The host's share: per layer round(share x experts) experts, chosen by (layer, expert) alone, are
+// handed out from host memory marked compute_on_host and never copied, whatever the tier holds.
+TEST(DeviceTier, HostShareIsAFixedPlanOfExpertsNeverCopied) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  store::DeviceTier tier(dev, host, 1 << 20, kLayers, kExperts, 0.5);
+  store::DeviceTier again(dev, host, 0, kLayers, kExperts, 0.5);
+  for (int l = 0; l < kLayers; ++l) {
+    int n = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      n += tier.on_host(l, e);
+      EXPECT_EQ(tier.on_host(l, e), again.on_host(l, e)) << "the plan depends on the budget";
+    }
+    EXPECT_EQ(n, kExperts / 2) << "layer " << l;
+  }
+  std::vector<int32_t> all(kExperts);
+  for (int e = 0; e < kExperts; ++e) all[size_t(e)] = e;
+  for (int round = 0; round < 2; ++round) {
+    auto v = lease(tier, 1, all);
+    for (int e = 0; e < kExperts; ++e) {
+      EXPECT_EQ(v[size_t(e)].compute_on_host, tier.on_host(1, e));
+      EXPECT_EQ(v[size_t(e)].gate.place, tier.on_host(1, e) ? kernels::Place::Host : kernels::Place::Device);
+    }
+  }
+  const store::TierCounters& c = tier.counters();
+  EXPECT_EQ(c.on_host, uint64_t(kExperts));  // 3 a round
+  EXPECT_EQ(c.copies, uint64_t(kExperts / 2));
+  EXPECT_EQ(c.hits, uint64_t(kExperts / 2));
+  ASSERT_EQ(host.asked.size(), 2u);  // the second round asks the RAM store for the host's share only
+  EXPECT_EQ(host.asked[1].size(), size_t(kExperts / 2));
+  EXPECT_THROW(store::DeviceTier(dev, host, 0, kLayers, kExperts, 1.5), std::exception);
+}
+
 TEST(DeviceTier, RefusesExpertsOutsideTheBank) {
   kernels::CpuDevice dev(nullptr);
   HostExperts host;

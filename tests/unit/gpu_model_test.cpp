@@ -196,6 +196,51 @@ TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
                   (unsigned long long)c.copies, (unsigned long long)c.evictions, (unsigned long long)c.passthrough);
     }
   }
+  // --cpu-experts: a third of each layer's experts computed by the CPU device, the rest on cuda:0.
+  // Two runs give the same bits; the logits stay within the cuda tolerance of the resident ones.
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    testing::TempDir dir("gpu-int4-host");
+    std::filesystem::copy(fixture, dir / "m", std::filesystem::copy_options::recursive);
+    std::filesystem::remove(dir / "m/expected.safetensors");
+    auto streamed = testing::streamed_engine(dir, dir / "m", 4 * double(slot) / 1e9, "cuda:0", "auto", 1.0 / 3);
+    const std::vector<float> got = logits(streamed->model());
+    double off = 0;
+    for (size_t i = 0; i < want.size(); ++i) off = std::max(off, std::fabs(double(got[i]) - double(want[i])));
+    std::printf("[gpu] kimi_k2_int4 with a third of the experts on the CPU: vs cpu:scalar max |diff| %.3g, %llu experts "
+                "on the host\n", off, (unsigned long long)streamed->tier()->counters().on_host);
+    EXPECT_LE(off, 1e-4 * scale);
+    EXPECT_GT(streamed->tier()->counters().on_host, 0u);
+    if (run == 0) {
+      first = got;
+    } else {
+      EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4)) << "two runs with --cpu-experts differ";
+    }
+  }
+}
+
+// The pinned staging ring (8 MiB in two halves) behind small uploads: uploads that fill a half to
+// its last byte, many times over, each land intact. An exact fill used to leave the ring believing
+// it was in the next half: it skipped that half's fence and, at the ring's end, indexed past its
+// two events (a crash seen with --cpu-experts, whose rows are staged one by one).
+TEST(GpuModel, UploadsThatFillTheStagingRingExactlyLandIntact) {
+  REQUIRE_GPU();
+  kernels::Device& d = gpu("cuda:0");
+  constexpr int64_t n = 65536;  // 256 KiB: 16 fill a half exactly
+  std::vector<kernels::Buf> bufs;
+  std::vector<std::vector<float>> sent;
+  for (int i = 0; i < 80; ++i) {
+    bufs.push_back(d.alloc(kernels::BufType::F32, 1, n));
+    sent.emplace_back(size_t(n));
+    for (int64_t j = 0; j < n; ++j) sent.back()[size_t(j)] = float(i * 100000 + j);
+    d.upload(bufs.back(), sent.back().data());
+  }
+  std::vector<float> got(static_cast<size_t>(n));
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    d.download(bufs[i], got.data());
+    EXPECT_EQ(got, sent[i]) << "upload " << i;
+    d.free(bufs[i]);
+  }
 }
 
 std::vector<int32_t> engine_greedy(runtime::EngineOptions o, const std::vector<int32_t>& prompt, int64_t n) {

@@ -92,7 +92,8 @@ inline model::TinySpec streamed_tiny_spec() {
 // streaming through a cache of `cache_gb` on `device`.
 inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb,
                                                         const std::string& device = "cpu",
-                                                        const std::string& gpu_experts_gb = "auto") {
+                                                        const std::string& gpu_experts_gb = "auto",
+                                                        double cpu_experts = 0) {
   store::PrepareOptions po;
   po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
   po.measure = false;
@@ -102,6 +103,7 @@ inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, cons
   eo.cache_gb = cache_gb;
   eo.device = device;
   eo.gpu_experts_gb = gpu_experts_gb;
+  eo.cpu_experts = cpu_experts;
   return runtime::Engine::load(eo);
 }
 

@@ -168,11 +168,15 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
   prepare(2);
   const store::ExpertBank bank = model::expert_bank_of(model_dir());
   const uint64_t slot = slot_bytes() + 9 * 256;  // a tier slot: the pieces, each 256-aligned
-  for (uint64_t slots : {uint64_t(3), uint64_t(20), uint64_t(1000)}) {
-    SCOPED_TRACE(::testing::Message() << slots << " slots");
+  for (uint64_t slots : {uint64_t(3), uint64_t(20), uint64_t(1000), uint64_t(0)}) {
+    // 0: a third of the experts computed "on the host" (here the same CPU device), the rest in
+    // 1000 slots: the model's host path (z back, members gathered, rows moved into yexp).
+    const double host_share = slots == 0 ? 1.0 / 3 : 0;
+    SCOPED_TRACE(::testing::Message() << slots << " slots, host share " << host_share);
+    if (slots == 0) slots = 1000;
     auto e = engine("stream", 0.01, true);
     store::DeviceTier tier(kernels::cpu_device(), *e->store(), slots * slot, int(bank.num_layers),
-                           int(bank.num_experts));
+                           int(bank.num_experts), host_share);
     e->model().set_expert_provider(&tier);
     Outcome got = run_engine(*e, prompt, 10);
     EXPECT_EQ(got.logits, ref.logits);
@@ -181,7 +185,8 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
     ASSERT_GT(c.slot_bytes, 0u);
     EXPECT_LE(c.slot_bytes, slot);
     EXPECT_EQ(c.slots, std::min<uint64_t>(slots * slot / c.slot_bytes, uint64_t(bank.num_layers * bank.num_experts)));
-    EXPECT_EQ(c.requests, c.hits + c.copies + c.passthrough);
+    EXPECT_EQ(c.requests, c.hits + c.copies + c.passthrough + c.on_host);
+    EXPECT_EQ(c.on_host > 0, host_share > 0);
     if (slots == 3) {  // below a layer's union: the copies of one layer evict the last one's
       EXPECT_GT(c.passthrough, 0u);
     } else {

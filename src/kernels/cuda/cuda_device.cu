@@ -568,17 +568,19 @@ class CudaDevice final : public Device {
   // Host bytes copied into the pinned staging ring, or null when they are too large for it (the
   // caller then copies from pageable memory). The ring has two halves; the host moves to the other
   // half once the current one is full, after the stream has passed every copy queued from it.
+  // The half in use is kept apart from the position: a half filled to its last byte leaves the
+  // position at the next half's start, which must still count as the full one (deriving the half
+  // from the position there skipped the fence and, at the ring's end, indexed past the events).
   static constexpr size_t kRingBytes = size_t(8) << 20;
   const void* stage(const void* host, size_t bytes) {
     constexpr size_t half = kRingBytes / 2;
     const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
     if (need > half / 4) return nullptr;
-    const size_t cur = ring_pos_ / half;
-    if (ring_pos_ + need > (cur + 1) * half) {
-      SLUICE_CUDA_CHECK(cudaEventRecord(ring_done_[cur], stream_));
-      const size_t next = 1 - cur;
-      SLUICE_CUDA_CHECK(cudaEventSynchronize(ring_done_[next]));  // a never-recorded event has passed
-      ring_pos_ = next * half;
+    if (ring_pos_ + need > (ring_half_ + 1) * half) {
+      SLUICE_CUDA_CHECK(cudaEventRecord(ring_done_[ring_half_], stream_));
+      ring_half_ = 1 - ring_half_;
+      SLUICE_CUDA_CHECK(cudaEventSynchronize(ring_done_[ring_half_]));  // a never-recorded event has passed
+      ring_pos_ = ring_half_ * half;
     }
     char* p = static_cast<char*>(ring_) + ring_pos_;
     std::memcpy(p, host, bytes);
@@ -690,7 +692,7 @@ class CudaDevice final : public Device {
   std::vector<cuda::ExpertGroupEntry> group_table_;
   std::vector<int64_t> group_members_;
   void* ring_ = nullptr;  // pinned
-  size_t ring_pos_ = 0;
+  size_t ring_pos_ = 0, ring_half_ = 0;
   cudaEvent_t ring_done_[2] = {};
 };
 

@@ -54,6 +54,39 @@ void route_rows(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const
   d.download(ids, host.route.data());
 }
 
+// The experts a GPU host's plan computes on its cores: each member's row of z (on the host) is
+// gathered, the CPU device runs the experts over them from the RAM their views point into (one row
+// per member, top_k 1: the CPU kernels give a row the same bits however rows are batched), and
+// each output row is moved to its member's row of yexp on the device. Rows of yexp belong to one
+// member each, so these writes and the device's own experts' never meet; combine then sums every
+// row's slots in route order on the device.
+void host_experts(kernels::Device& d, const kernels::ExpertsOp& op, Buf yexp, MoeHost& h) {
+  const int64_t R = yexp.cols;
+  int64_t n = 0;
+  for (const auto& m : h.host_members) n += int64_t(m.size());
+  h.zc.resize(size_t(n * R));
+  h.yc.resize(size_t(n * R));
+  h.host_ids.resize(size_t(n));
+  h.host_lists.clear();
+  int64_t at = 0;
+  for (const auto& members : h.host_members) {
+    const int64_t first = at;
+    for (int64_t m : members) {
+      const float* row = h.z.data() + (m / op.top_k) * R;
+      std::copy(row, row + R, h.zc.data() + at * R);
+      h.host_ids[size_t(at)] = at;
+      ++at;
+    }
+    h.host_lists.emplace_back(h.host_ids.data() + first, size_t(at - first));
+  }
+  const Buf zc{h.zc.data(), n, R, R, BufType::F32, kernels::Place::Host};
+  const Buf yc{h.yc.data(), n, R, R, BufType::F32, kernels::Place::Host};
+  kernels::cpu_device().experts(kernels::ExpertsOp{.act = op.act, .top_k = 1}, h.host_views, h.host_lists, zc, yc);
+  at = 0;
+  for (const auto& members : h.host_members)
+    for (int64_t m : members) d.upload(yexp.rows_view(m, 1), h.yc.data() + (at++) * R);
+}
+
 }  // namespace
 
 void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
@@ -83,6 +116,7 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
   const kernels::ExpertsOp op{.act = s.act, .top_k = k};
   Buf yexp = d.scratch(BufType::F32, T * k, R);
   const size_t group = std::max<size_t>(1, experts.max_batch());
+  bool z_on_host = false;
   for (size_t g0 = 0; g0 < host.uni.size(); g0 += group) {
     const size_t gn = std::min(group, host.uni.size() - g0);
     experts.begin(layer, std::span<const int32_t>(host.uni.data() + g0, gn));
@@ -90,20 +124,36 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
     const bool grouped = d.groups_experts();
     host.views.clear();
     host.view_members.clear();
+    host.host_views.clear();
+    host.host_members.clear();
     for (int got; (got = experts.next_ready(&view)) >= 0;) {
       const size_t u = g0 + size_t(got);
       const std::span<const int64_t> rows(host.members.data() + host.offsets[u],
                                           size_t(host.offsets[u + 1] - host.offsets[u]));
-      d.wait(view.ready);
-      if (grouped) {
+      if (view.compute_on_host) {
+        host.host_views.push_back(view);
+        host.host_members.push_back(rows);
+      } else if (grouped) {
         host.views.push_back(view);
         host.view_members.push_back(rows);
       } else {
+        d.wait(view.ready);
         d.experts(op, std::span<const kernels::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1),
                   z, yexp);
       }
     }
-    if (grouped) d.experts(op, host.views, host.view_members, z, yexp);
+    // z comes back before the device is told to wait for the copies (download waits for the
+    // queue), so the host's experts run while the link and the device work on the rest.
+    if (!host.host_views.empty() && !z_on_host) {
+      host.z.resize(size_t(z.rows * z.cols));
+      d.download(z, host.z.data());
+      z_on_host = true;
+    }
+    if (grouped && !host.views.empty()) {
+      for (const kernels::ExpertView& v : host.views) d.wait(v.ready);
+      d.experts(op, host.views, host.view_members, z, yexp);
+    }
+    if (!host.host_views.empty()) host_experts(d, op, yexp, host);
     // The lease ends after the work that read its views (on the CPU it has finished already).
     d.fence();
     experts.release(layer);

@@ -41,6 +41,13 @@ struct MoeHost {
   std::vector<int32_t> votes, chosen, best_rank;  // prediction
   std::vector<kernels::ExpertView> views;               // a group's views, for devices that group experts
   std::vector<std::span<const int64_t>> view_members;   // and their member lists
+  // Experts a GPU host's plan computes on its cores (ExpertView::compute_on_host): their views and
+  // member lists, the pass's z on the host, and the gathered inputs and outputs of their members.
+  std::vector<kernels::ExpertView> host_views;
+  std::vector<std::span<const int64_t>> host_members;
+  std::vector<float> z, zc, yc;
+  std::vector<int64_t> host_ids;
+  std::vector<std::span<const int64_t>> host_lists;
   void reserve(int64_t experts, int64_t slots);
 };
 
