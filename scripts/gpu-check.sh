@@ -29,7 +29,9 @@
 #                                       0.3 or 0.5 of each layer's experts computed on the CPU
 #                                       (--cpu-experts), and on the 16-core CPU;
 #                                       the pinned host-to-device copy rate measured in the same run
-#                                       (HYBRID_ARMS, HYBRID_LAYERS, HYBRID_EXPERTS choose other runs)
+#                                       (HYBRID_MODEL=deepseek_v3: the FP8 model of bench/arch_width.py,
+#                                       8 MoE layers x 64 experts; HYBRID_ARMS, HYBRID_LAYERS,
+#                                       HYBRID_EXPERTS choose other runs)
 #   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
 #                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
 #                                       GPU's idle time between ops), after a 1- and a 256-token prompt
@@ -190,15 +192,23 @@ case "$mode" in
     ;;
   hybrid)
     setup_paths
-    work=${WORK:-/tmp/hybrid}
-    layers=${HYBRID_LAYERS:-12} experts=${HYBRID_EXPERTS:-96}
+    # HYBRID_MODEL: k3 (bench/k3_width.py, 12 x 96 by default) or deepseek_v3 (bench/arch_width.py's
+    # FP8 model, 8 MoE layers x 64 experts by default).
+    model=${HYBRID_MODEL:-k3}
+    work=${WORK:-/tmp/hybrid-$model}
+    if [ "$model" = k3 ]; then
+      layers=${HYBRID_LAYERS:-12} experts=${HYBRID_EXPERTS:-96}
+      args=$(python3 "$root/bench/k3_width.py" args "$layers" "$experts")
+    else
+      layers=${HYBRID_LAYERS:-8} experts=${HYBRID_EXPERTS:-64}
+      args=$(python3 "$root/bench/arch_width.py" args "$model" | sed "s/--layers 2 /--layers $layers /; s/--experts 16 /--experts $experts /")
+    fi
     mkdir -p "$work"
     df -h "$work" | tail -1 | sed 's/^/gpu-check: disk /'
     if [ ! -f "$work/m/config.json" ]; then
       t0=$SECONDS
-      # shellcheck disable=SC2046
-      step "make-tiny K3-width ${layers}x${experts}" run_carried sluice make-tiny --out "$work/m" \
-        $(python3 "$root/bench/k3_width.py" args "$layers" "$experts")
+      # shellcheck disable=SC2086
+      step "make-tiny $model-width ${layers}x${experts}" run_carried sluice make-tiny --out "$work/m" $args
       echo "gpu-check: make-tiny $(du -sb "$work/m" | awk '{ printf "%.1f GB", $1 / 1e9 }') in $((SECONDS - t0)) s"
       step "prepare onto the local disk" run_carried sluice prepare --model "$work/m" --home "$work/h0"
     fi
@@ -213,7 +223,9 @@ for _ in range(5):
     rates.append(n / (time.perf_counter() - t) / 1e9)
 print(f"pinned host-to-device copy: {sorted(rates)[2]:.1f} GB/s (median of 5 x 2 GiB, torch)")
 PY
-    quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import k3_width as k; print(f'{$layers * $experts * k.expert_bytes() / 4 / 1e9:.3f}')")
+    # A quarter of the routed experts' bytes, from the checkpoint's headers.
+    quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import arch_width as a; \
+      print(f\"{sum(n for k, (n, s, d) in a.tensors('$work/m').items() if '.experts.' in k) / 4 / 1e9:.3f}\")")
     prompt=$(seq -s, 11 266)
     # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts.
     arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
@@ -228,7 +240,11 @@ PY
           --device $1 --gpu-experts-gb $2 --cpu-experts $3 --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
       done
       grep -h '^\[gpu tier\]\|^\[store\] reader' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
-      python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true
+      if [ "$model" = k3 ]; then
+        python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true
+      else
+        python3 "$root/bench/arch_width.py" report "$work/m" "$work/run-$name-33.json" | sed "s/^/gpu-check: hybrid $name: /" || true
+      fi
       python3 - "$work/stats-$name-1.txt" "$work/stats-$name-33.txt" "$work/run-$name-33.json" <<'PY' | sed 's/^/gpu-check:   /'
 import json, re, sys
 def tier(path):  # (hits, requests, MB copied) of the [gpu tier] line

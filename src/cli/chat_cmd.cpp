@@ -297,7 +297,7 @@ class Chat {
     }
     g_stop = false;
     s.prompt_tokens = prompt.size();
-    s.reused = stopped ? 0 : session_->reused();
+    s.reused = session_->reused();
     s.generated = r.generated.size();
     s.steps = r.steps;
     s.proposed = r.proposed;

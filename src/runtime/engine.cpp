@@ -290,8 +290,11 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
   GenerateResult r = runtime::generate(m, *state_, prompt.subspan(reused_), opt, on_token, on_step);
-  if (r.stop_reason == "cancelled") {
-    // A pass may have stopped between layers: nothing in the state can be trusted or reused.
+  if (r.stop_reason == "cancelled" &&
+      (!r.between_steps || state_->length() != int64_t(prompt.size() + r.generated.size()) - 1)) {
+    // A pass stopped between layers: nothing in the state can be trusted or reused. Stopped
+    // between steps, the state holds the prompt and the reply but its last token, as after a
+    // finished reply, and the next prompt that extends them continues it.
     state_->reset();
     return r;
   }

@@ -40,8 +40,10 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   const std::vector<int64_t>* hidden_layers = opt.drafter ? opt.drafter->wants_hidden() : nullptr;
   std::vector<float> hidden_rows;
   model::HiddenCapture capture;
-  auto with_capture = [&](model::PassOptions po, size_t rows) {
-    po.cancel = opt.cancel;
+  // Prefill passes (long) stop between layers when cancelled; decode and verify passes (one step)
+  // finish, and the loop stops before the next step, so the state stays whole and reusable.
+  auto with_capture = [&](model::PassOptions po, size_t rows, bool prefill = false) {
+    po.cancel = prefill ? opt.cancel : nullptr;
     if (!hidden_layers) return po;
     hidden_rows.resize(rows * hidden_layers->size() * size_t(m.info().hidden_size));
     capture = {*hidden_layers, hidden_rows.data()};
@@ -58,7 +60,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     check_cancel();
     size_t n = std::min(prompt.size() - at, size_t(chunk));
     const int64_t first = state.length();
-    m.forward(state, prompt.subspan(at, n), with_capture({}, n), logits.data());
+    m.forward(state, prompt.subspan(at, n), with_capture({}, n, /*prefill=*/true), logits.data());
     hand_over(first, int64_t(n));
     if (opt.on_prefill) opt.on_prefill(int64_t(at + n), total);
   }
@@ -108,7 +110,11 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   StepInfo step;
   std::vector<int32_t> drafts;
   while (!done) {
-    check_cancel();
+    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) {
+      r.stop_reason = "cancelled";
+      r.between_steps = true;
+      break;
+    }
     auto ts = clock::now();
     const auto reads0 = read_totals();
     const int64_t requests0 = m.counters().expert_requests;

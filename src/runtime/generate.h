@@ -56,6 +56,9 @@ struct GenerateResult {
   double prefill_ms = 0, decode_ms = 0;
   std::string stop_reason;  // "eos", "max_new" or "cancelled"
   int64_t steps = 0, proposed = 0, accepted = 0;
+  // "cancelled" between two decode steps: the state holds the prompt and every generated token but
+  // the last, as after a finished reply (a cancellation inside a pass leaves it half-updated).
+  bool between_steps = false;
 };
 
 // Runs prompt + continuation on `state` (which may already hold a prefix).

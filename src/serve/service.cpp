@@ -328,7 +328,8 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
     };
     runtime::GenerateResult r = session_->generate(req.prompt, go, on_token, on_step);
     if (r.stop_reason == "cancelled") {
-      // The session has reset its state: the next request prefills afresh and is exact.
+      // Stopped inside a pass, the session has reset its state; between steps it kept it (the
+      // prompt and the tokens sent). Either way the next request is exact.
       publish_store_counters();
       if (shutting_down_) throw ShuttingDown{};
       throw ClientGone{};

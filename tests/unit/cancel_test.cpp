@@ -1,6 +1,8 @@
 // Cancellation of generation (issue 20): a flag set from any thread stops the loop between
 // prefill chunks and decode steps and a pass between layers; the result holds what was generated
-// before, and a Session's state is reset so the next generation is exact.
+// before. A Session keeps its state when the stop came between decode steps (the next prompt that
+// extends it continues it) and resets it when it came inside a pass; either way the next
+// generation is exact.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -60,10 +62,36 @@ TEST_F(CancelTest, SetDuringDecodingKeepsTheTokensSoFarAndTheNextRunIsExact) {
     if (++seen == 3) cancel.store(true);  // as a signal handler or a disconnect watcher would
   });
   EXPECT_EQ(r.stop_reason, "cancelled");
+  EXPECT_TRUE(r.between_steps);
   EXPECT_EQ(r.generated, std::vector<int32_t>(want.begin(), want.begin() + 3));
-  // The state was reset: the same prompt again prefills afresh and generates the same tokens.
+  // The same prompt again (it does not extend what the state holds) prefills afresh and generates
+  // the same tokens.
   EXPECT_EQ(s->generate(prompt_, plain).generated, want);
   EXPECT_EQ(s->reused(), 0u);
+}
+
+// Stopped between two decode steps, the state holds the prompt and the reply but its last token,
+// as a finished reply's does: the next prompt that extends them (the next turn of a chat after
+// Ctrl-C) feeds only its new tokens, and generates what a fresh session does from scratch.
+TEST_F(CancelTest, StoppedBetweenStepsTheNextPromptContinuesTheState) {
+  auto s = engine_->new_session(/*reuse_state=*/true);
+  std::atomic<bool> cancel{false};
+  runtime::GenerateOptions opt{.max_new = 8, .stop_at_eos = false};
+  opt.cancel = &cancel;
+  int seen = 0;
+  runtime::GenerateResult r = s->generate(prompt_, opt, [&](int32_t) {
+    if (++seen == 3) cancel.store(true);
+  });
+  ASSERT_EQ(r.stop_reason, "cancelled");
+  ASSERT_EQ(r.generated.size(), 3u);
+  std::vector<int32_t> next = prompt_;
+  next.insert(next.end(), r.generated.begin(), r.generated.end());
+  next.insert(next.end(), {13, 4, 8});
+  const runtime::GenerateOptions plain{.max_new = 6, .stop_at_eos = false};
+  const std::vector<int32_t> got = s->generate(next, plain).generated;
+  EXPECT_EQ(s->reused(), prompt_.size() + 2) << "the prompt and the reply but its pending token";
+  auto fresh = engine_->new_session(/*reuse_state=*/false);
+  EXPECT_EQ(got, fresh->generate(next, plain).generated);
 }
 
 // Sets a flag on the first expert request it forwards: a cancellation arriving while the first
