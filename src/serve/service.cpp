@@ -382,6 +382,10 @@ void Service::publish_store_counters() {
   const store::StoreCounters& c = st->counters();
   std::lock_guard<std::mutex> lock(store_mu_);
   store_sample_ = StoreSample{c.requests, c.hits, c.misses, c.bytes_read, c.prefetch_issued, c.prefetch_used};
+  if (const store::DeviceTier* t = engine_->tier()) {
+    const store::TierCounters& tc = t->counters();
+    tier_sample_ = TierSample{true, tc.requests, tc.hits, tc.bytes_copied, tc.on_host};
+  }
 }
 
 TelemetrySample Service::telemetry_sample() const {
@@ -399,6 +403,7 @@ TelemetrySample Service::telemetry_sample() const {
     {
       std::lock_guard<std::mutex> lock(store_mu_);
       s.store = store_sample_;
+      s.tier = tier_sample_;
     }
     std::vector<store::HomeStats> homes = st->home_stats();
     for (size_t h = 0; h < homes.size(); ++h)

@@ -143,6 +143,7 @@ class Service {
   std::atomic<int64_t> generated_tokens_{0};
   mutable std::mutex store_mu_;
   StoreSample store_sample_;  // the store's counters as of the last token (store_mu_)
+  TierSample tier_sample_;    // the device tier's, likewise (store_mu_)
   StreamSlots telemetry_slots_;
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;

@@ -30,6 +30,18 @@ Json TelemetryMeter::next(const TelemetrySample& s, int64_t unix_ms) {
                           {"errors", d.errors},
                           {"read_bytes_per_second", rate(d.bytes, before, dt)}});
   }
+  Json tier = nullptr;
+  if (s.tier.present) {
+    tier = {{"hit_rate", nullptr},
+            {"hit_rate_total", s.tier.requests ? double(s.tier.hits) / double(s.tier.requests) : 0.0},
+            {"requests", s.tier.requests},
+            {"hits", s.tier.hits},
+            {"bytes_copied", s.tier.bytes_copied},
+            {"copy_bytes_per_second", rate(s.tier.bytes_copied, p.tier.bytes_copied, dt)},
+            {"on_host", s.tier.on_host}};
+    if (s.tier.requests > p.tier.requests)
+      tier["hit_rate"] = double(s.tier.hits - p.tier.hits) / double(s.tier.requests - p.tier.requests);
+  }
   Json j = {{"time_ms", unix_ms},
             {"interval_s", dt},
             {"generating", s.generating},
@@ -43,7 +55,8 @@ Json TelemetryMeter::next(const TelemetrySample& s, int64_t unix_ms) {
             {"bytes_read", s.store.bytes_read},
             {"read_bytes_per_second", rate(s.store.bytes_read, p.store.bytes_read, dt)},
             {"drives", drives},
-            {"telemetry_streams", s.telemetry_streams}};
+            {"telemetry_streams", s.telemetry_streams},
+            {"gpu_tier", tier}};
   previous_ = s;
   have_previous_ = true;
   return j;

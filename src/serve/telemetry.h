@@ -19,6 +19,12 @@ struct StoreSample {
   uint64_t prefetch_issued = 0, prefetch_used = 0;
 };
 
+// The device tier's counters (store/device_tier.h), when the server streams onto a GPU.
+struct TierSample {
+  bool present = false;
+  uint64_t requests = 0, hits = 0, bytes_copied = 0, on_host = 0;
+};
+
 struct DriveSample {
   std::string path;
   uint64_t reads = 0, bytes = 0, errors = 0;
@@ -32,6 +38,7 @@ struct TelemetrySample {
   int64_t tokens = 0;  // generated since the server started
   bool streaming = false;  // experts come from drives
   StoreSample store;
+  TierSample tier;
   std::vector<DriveSample> drives;
   size_t telemetry_streams = 0;
 };
@@ -40,7 +47,10 @@ struct TelemetrySample {
 //   {"time_ms", "interval_s", "generating", "waiting", "queue_depth", "completed", "tokens",
 //    "tokens_per_second", "streaming", "cache": {"hit_rate" (this interval, null without requests),
 //    "hit_rate_total", "requests", "hits", "misses"}, "bytes_read", "read_bytes_per_second",
-//    "drives": [{"path", "reads", "bytes", "errors", "read_bytes_per_second"}], "telemetry_streams"}
+//    "drives": [{"path", "reads", "bytes", "errors", "read_bytes_per_second"}], "telemetry_streams",
+//    "gpu_tier": null without a device tier, else {"hit_rate" (this interval, null without
+//    requests), "hit_rate_total", "requests", "hits", "bytes_copied", "copy_bytes_per_second",
+//    "on_host" (experts computed on the host's cores)}}
 // The first event's rates are 0.
 class TelemetryMeter {
  public:

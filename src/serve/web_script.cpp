@@ -300,7 +300,8 @@ const std::string_view kWebScriptJs = R"js('use strict';
     t.drives.forEach((d, i) => push(series.drives[i], d.read_bytes_per_second / 1e6));
     $('v-tps').textContent = t.tokens_per_second.toFixed(1);
     $('v-queue').textContent = t.queue_depth + (t.generating ? ' (generating)' : '');
-    $('v-hit').textContent = t.streaming ? (100 * t.cache.hit_rate_total).toFixed(1) + ' % overall' : 'resident';
+    $('v-hit').textContent = t.streaming ? (100 * t.cache.hit_rate_total).toFixed(1) + ' % overall' +
+      (t.gpu_tier ? ', GPU tier ' + (100 * t.gpu_tier.hit_rate_total).toFixed(1) + ' %' : '') : 'resident';
     $('v-read').textContent = t.streaming ? (t.read_bytes_per_second / 1e6).toFixed(1) : 'no drives';
     draw($('c-tps'), [{ values: series.tps, color: palette[0] }]);
     draw($('c-queue'), [{ values: series.queue, color: palette[3] }]);

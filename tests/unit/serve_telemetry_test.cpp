@@ -38,6 +38,29 @@ TEST(ServeTelemetry, RatesBetweenSamples) {
   EXPECT_DOUBLE_EQ(second["drives"][0]["read_bytes_per_second"].get<double>(), 1500.0);
   EXPECT_DOUBLE_EQ(second["drives"][1]["read_bytes_per_second"].get<double>(), 500.0);
   EXPECT_EQ(second["drives"][1]["errors"], 1);
+  EXPECT_TRUE(second["gpu_tier"].is_null()) << "no device tier: null";
+}
+
+// With a device tier (streaming onto a GPU): its hit rate per interval and overall, and the rate
+// at which it copied expert bytes to the device.
+TEST(ServeTelemetry, DeviceTierRatesBetweenSamples) {
+  TelemetryMeter meter;
+  TelemetrySample a;
+  a.seconds = 1;
+  a.streaming = true;
+  a.tier = {.present = true, .requests = 100, .hits = 25, .bytes_copied = 4000, .on_host = 10};
+  Json first = meter.next(a, 1);
+  ASSERT_TRUE(first["gpu_tier"].is_object());
+  EXPECT_TRUE(first["gpu_tier"]["hit_rate"].is_null());
+  EXPECT_DOUBLE_EQ(first["gpu_tier"]["hit_rate_total"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(first["gpu_tier"]["copy_bytes_per_second"].get<double>(), 0.0);
+  TelemetrySample b = a;
+  b.seconds = 3;
+  b.tier = {.present = true, .requests = 140, .hits = 55, .bytes_copied = 10000, .on_host = 16};
+  Json second = meter.next(b, 2);
+  EXPECT_DOUBLE_EQ(second["gpu_tier"]["hit_rate"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(second["gpu_tier"]["copy_bytes_per_second"].get<double>(), 3000.0);
+  EXPECT_EQ(second["gpu_tier"]["on_host"], 16);
 }
 
 TEST(ServeTelemetry, StreamPlacesAreCappedAndGiveBack) {
