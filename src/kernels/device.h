@@ -214,8 +214,7 @@ class Device {
     size_t bytes;
   };
   virtual Fence copy_in(std::span<const CopyPiece> pieces, Fence after) = 0;
-  // Whether f has passed, without waiting; sync() waits on the host until it has.
-  virtual bool passed(Fence /*f*/) { return true; }
+  // Waits on the host until f has passed.
   virtual void sync(Fence /*f*/) {}
 
   // ---- ops ----

@@ -50,7 +50,7 @@ DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t 
       order[size_t(e)] = {h, e};
     }
     std::sort(order.begin(), order.end());
-    for (int i = 0; i < n; ++i) host_plan_[size_t(l) * size_t(experts) + size_t(order[size_t(i)].second)] = 1;
+    for (int i = 0; i < n; ++i) host_plan_[key(l, order[size_t(i)].second)] = 1;
   }
 }
 
@@ -131,7 +131,7 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
   for (size_t i = 0; i < experts.size(); ++i) {
     SLUICE_CHECK(experts[i] >= 0 && experts[i] < experts_, "device tier: expert ", experts[i], " outside 0..",
                  experts_ - 1);
-    const int s = where_[size_t(layer) * size_t(experts_) + size_t(experts[i])];
+    const int s = where_[key(layer, experts[i])];
     ++counters_.requests;
     if (s >= 0) {
       ++counters_.hits;
@@ -159,7 +159,7 @@ int DeviceTier::next_ready(kernels::ExpertView* out) {
   const int got = inner_.next_ready(&host);
   if (got < 0) return -1;
   const int i = miss_index_[size_t(got)];
-  if (host_plan_[size_t(layer_) * size_t(experts_) + size_t(miss_experts_[size_t(got)])]) {
+  if (on_host(layer_, miss_experts_[size_t(got)])) {
     ++counters_.on_host;
     *out = host;
     out->compute_on_host = true;
@@ -178,7 +178,7 @@ int DeviceTier::next_ready(kernels::ExpertView* out) {
     where_[size_t(slot.key)] = -1;
     ++counters_.evictions;
   }
-  slot.key = layer_ * experts_ + miss_experts_[size_t(got)];
+  slot.key = int(key(layer_, miss_experts_[size_t(got)]));
   where_[size_t(slot.key)] = s;
   slot.leased = true;
   leased_.push_back(s);
@@ -208,7 +208,7 @@ void DeviceTier::prefetch(int layer, std::span<const int32_t> experts, int dista
   if (layer < 0 || layer >= layers_) return;
   prefetch_.clear();  // experts already on the device need no read into RAM
   for (int32_t e : experts)
-    if (e >= 0 && e < experts_ && where_[size_t(layer) * size_t(experts_) + size_t(e)] < 0) prefetch_.push_back(e);
+    if (e >= 0 && e < experts_ && where_[key(layer, e)] < 0) prefetch_.push_back(e);
   inner_.prefetch(layer, prefetch_, distance);
 }
 

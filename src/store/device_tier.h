@@ -61,7 +61,7 @@ class DeviceTier : public ExpertProvider {
 
   const TierCounters& counters() const { return counters_; }
   // Whether the plan computes expert e of layer l on the host's cores.
-  bool on_host(int layer, int expert) const { return host_plan_[size_t(layer) * size_t(experts_) + size_t(expert)]; }
+  bool on_host(int layer, int expert) const { return host_plan_[key(layer, expert)]; }
 
  private:
   struct Slot {
@@ -71,6 +71,8 @@ class DeviceTier : public ExpertProvider {
     kernels::Fence last_use;    // the compute fence of the last lease that read it
     int prev = -1, next = -1;   // recency list, most recent at head_
   };
+  // Expert e of layer l's index into where_ and host_plan_ (and a slot's key).
+  size_t key(int layer, int expert) const { return size_t(layer) * size_t(experts_) + size_t(expert); }
   void allocate(const kernels::ExpertView& first);
   int victim() const;  // the least recently used slot not leased, or -1
   void touch(int slot);

@@ -196,14 +196,6 @@ class CudaDevice final : public Device {
       if (c.bytes) SLUICE_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, copy_stream_));
     return record(copy_stream_);
   }
-  bool passed(Fence f) override {
-    const EventSlot* e = pending(f);
-    if (!e) return true;
-    const cudaError_t r = cudaEventQuery(e->e);
-    if (r == cudaErrorNotReady) return false;
-    SLUICE_CUDA_CHECK(r);
-    return true;
-  }
   void sync(Fence f) override {
     if (const EventSlot* e = pending(f)) SLUICE_CUDA_CHECK(cudaEventSynchronize(e->e));
   }
