@@ -29,9 +29,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   Sampler sampler(opt.sampling);
   DraftController controller(opt.controller);
   r.stop_reason = "max_new";
-  auto check_cancel = [&] {
-    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw model::Cancelled();
-  };
+  auto cancelled = [&] { return opt.cancel && opt.cancel->load(std::memory_order_relaxed); };
 
   std::vector<float> logits(static_cast<size_t>(V));
   std::vector<float> probs;
@@ -57,7 +55,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   const int64_t total = int64_t(prompt.size());
   if (opt.on_prefill) opt.on_prefill(0, total);
   for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
-    check_cancel();
+    if (cancelled()) throw model::Cancelled();
     size_t n = std::min(prompt.size() - at, size_t(chunk));
     const int64_t first = state.length();
     m.forward(state, prompt.subspan(at, n), with_capture({}, n, /*prefill=*/true), logits.data());
@@ -110,7 +108,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   StepInfo step;
   std::vector<int32_t> drafts;
   while (!done) {
-    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) {
+    if (cancelled()) {
       r.stop_reason = "cancelled";
       r.between_steps = true;
       break;
