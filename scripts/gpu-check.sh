@@ -27,7 +27,8 @@
 #                                       quarter of the experts, with it off (each expert copied from
 #                                       RAM at every use), with it holding all, with a quarter and
 #                                       0.3 or 0.5 of each layer's experts computed on the CPU
-#                                       (--cpu-experts), and on the 16-core CPU;
+#                                       (--cpu-experts), with and without copies ahead of the
+#                                       next layer's guesses (--no-prefetch), and on the 16-core CPU;
 #                                       the pinned host-to-device copy rate measured in the same run
 #                                       (HYBRID_MODEL=deepseek_v3: the FP8 model of bench/arch_width.py,
 #                                       8 MoE layers x 64 experts; HYBRID_ARMS, HYBRID_LAYERS,
@@ -227,17 +228,19 @@ PY
     quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import arch_width as a; \
       print(f\"{sum(n for k, (n, s, d) in a.tensors('$work/m').items() if '.experts.' in k) / 4 / 1e9:.3f}\")")
     prompt=$(seq -s, 11 266)
-    # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts.
-    arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
+    # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts, and
+    # optionally "noahead" (--no-prefetch: no guesses at the next layer, so no copies ahead).
+    arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0,noahead cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,quarter,0.5,noahead cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
     for arm in ${arms//quarter/$quarter}; do
       arm=${arm//,/ }
       set -- $arm
-      name="${1%:0}-$2-$3"
+      name="${1%:0}-$2-$3${4:+-$4}"
+      extra=$([ "${4:-}" = noahead ] && echo --no-prefetch)
       for n in 1 33; do  # the 1-token run gives the prefill's share of the tier's counters
         if [ "$1" = cpu ] && [ "$n" = 1 ]; then continue; fi
-        step "streamed on $1, --gpu-experts-gb $2 --cpu-experts $3, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
+        step "streamed on $1, --gpu-experts-gb $2 --cpu-experts $3 $extra, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
           run_carried sluice run --model '$work/m' --prompt-ids '$prompt' --max-new $n --experts stream --cache-gb 24 \
-          --device $1 --gpu-experts-gb $2 --cpu-experts $3 --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
+          --device $1 --gpu-experts-gb $2 --cpu-experts $3 $extra --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
       done
       grep -h '^\[gpu tier\]\|^\[store\] reader' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
       if [ "$model" = k3 ]; then

@@ -62,7 +62,7 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
                       "kernels', within the ISA tolerance of the GPU's")
           ->default_val(0)
           ->transform(number_in(0, 1));
-  f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict and pre-read the next layer's experts");
+  f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict the next layer's experts: no reads ahead into RAM, no copies ahead into GPU memory");
   f.prefetch_precision_opt =
       sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
                       "Pre-read a predicted expert only if predictions of its rank were right at least this often "

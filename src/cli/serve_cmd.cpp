@@ -106,7 +106,7 @@ Action register_serve(CLI::App& app) {
                   "the rest (0..1; with --device cuda:N)")
       ->default_val(0)
       ->transform(number_in(0, 1));
-  sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict and pre-read the next layer's experts");
+  sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict the next layer's experts: no reads ahead into RAM, no copies ahead into GPU memory");
   add_state_cache_flags(sub, o->engine);
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "
               "--api-key-file is given); an empty key is refused.");

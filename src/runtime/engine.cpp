@@ -183,6 +183,9 @@ nlohmann::json Engine::stats_json() const {
                      {"evictions", t.evictions},
                      {"passthrough", t.passthrough},
                      {"on_host", t.on_host},
+                     {"ahead", t.ahead},
+                     {"ahead_used", t.ahead_used},
+                     {"ahead_wasted", t.ahead_wasted},
                      {"pinned_ram", arena_pinned_}};
   }
   if (state_cache_) {
@@ -223,13 +226,14 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
       const store::TierCounters& t = tier_->counters();
       std::snprintf(line, sizeof line,
                     "[gpu tier] slots=%llu (%.2f GB) hit_rate=%.3f (%llu/%llu) copied=%.1f MB (%.2f MB/token) "
-                    "evictions=%llu passthrough=%llu on_host=%llu ram=%s\n",
+                    "evictions=%llu passthrough=%llu on_host=%llu ahead=%llu (used %llu, wasted %llu) ram=%s\n",
                     (unsigned long long)t.slots, double(t.slots * t.slot_bytes) / 1e9,
                     t.requests ? double(t.hits) / double(t.requests) : 0.0, (unsigned long long)t.hits,
                     (unsigned long long)t.requests, t.bytes_copied / 1e6,
                     generated_tokens ? t.bytes_copied / 1e6 / double(generated_tokens) : 0.0,
                     (unsigned long long)t.evictions, (unsigned long long)t.passthrough,
-                    (unsigned long long)t.on_host, arena_pinned_ ? "pinned" : "pageable");
+                    (unsigned long long)t.on_host, (unsigned long long)t.ahead, (unsigned long long)t.ahead_used,
+                    (unsigned long long)t.ahead_wasted, arena_pinned_ ? "pinned" : "pageable");
       o << line;
     }
     if (s.fetched || store_->missing()) {

@@ -55,6 +55,8 @@ DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t 
 }
 
 DeviceTier::~DeviceTier() {
+  // Copies still in flight read the inner provider's RAM and write the slots.
+  if (!ahead_pins_.empty()) device_.sync(ahead_copy_);
   if (mem_) device_.free_bytes(mem_);
 }
 
@@ -112,7 +114,6 @@ kernels::ExpertView DeviceTier::fill(int s, const kernels::ExpertView& host) {
     w->place = kernels::Place::Device;
   }
   d.ready = device_.copy_in(pieces_, slot.last_use);
-  last_copy_ = d.ready;
   slot.view = d;
   ++counters_.copies;
   for (const auto& p : pieces_) counters_.bytes_copied += p.bytes;
@@ -135,6 +136,10 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
     ++counters_.requests;
     if (s >= 0) {
       ++counters_.hits;
+      if (slots_[size_t(s)].ahead) {
+        ++counters_.ahead_used;
+        slots_[size_t(s)].ahead = false;
+      }
       slots_[size_t(s)].leased = true;
       leased_.push_back(s);
       hits_.emplace_back(int(i), s);
@@ -166,25 +171,66 @@ int DeviceTier::next_ready(kernels::ExpertView* out) {
     return i;
   }
   if (!allocated_) allocate(host);
-  const int s = device_bytes(host) <= slot_bytes_ ? victim() : -1;
+  const int s = device_bytes(host) <= slot_bytes_ ? take(layer_, miss_experts_[size_t(got)]) : -1;
   if (s < 0) {
     ++counters_.passthrough;
     passed_through_ = true;
     *out = host;
     return i;
   }
+  slots_[size_t(s)].leased = true;
+  leased_.push_back(s);
+  *out = fill(s, host);
+  last_copy_ = out->ready;
+  return i;
+}
+
+int DeviceTier::take(int layer, int expert) {
+  const int s = victim();
+  if (s < 0) return -1;
   Slot& slot = slots_[size_t(s)];
   if (slot.key >= 0) {
     where_[size_t(slot.key)] = -1;
     ++counters_.evictions;
+    if (slot.ahead) ++counters_.ahead_wasted;
   }
-  slot.key = int(key(layer_, miss_experts_[size_t(got)]));
+  slot.ahead = false;
+  slot.key = int(key(layer, expert));
   where_[size_t(slot.key)] = s;
-  slot.leased = true;
-  leased_.push_back(s);
   touch(s);
-  *out = fill(s, host);
-  return i;
+  return s;
+}
+
+void DeviceTier::copy_ahead(int layer) {
+  if (layer != guess_layer_ || layer < 0 || layer >= layers_ || (allocated_ && slots_.empty())) return;
+  // At most a third of the slots per layer, so a guess that covers a whole layer (a long prefill
+  // pass) cannot flush what the layers after it will ask for.
+  size_t budget = std::max<size_t>(1, slots_.size() / 3);
+  for (int32_t e : guess_) {
+    if (budget == 0) break;
+    if (where_[key(layer, e)] >= 0 || on_host(layer, e)) continue;
+    kernels::ExpertView host;
+    if (!inner_.pin_resident(layer, e, &host)) continue;
+    if (!allocated_) allocate(host);
+    const int s = device_bytes(host) <= slot_bytes_ ? take(layer, e) : -1;
+    if (s < 0) {
+      inner_.unpin(layer, e);
+      break;
+    }
+    ahead_pins_.emplace_back(layer, e);
+    ahead_copy_ = fill(s, host).ready;
+    slots_[size_t(s)].ahead = true;
+    ++counters_.ahead;
+    --budget;
+  }
+  guess_layer_ = -1;
+}
+
+void DeviceTier::unpin_ahead() {
+  if (ahead_pins_.empty()) return;
+  device_.sync(ahead_copy_);
+  for (const auto& [l, e] : ahead_pins_) inner_.unpin(l, e);
+  ahead_pins_.clear();
 }
 
 void DeviceTier::release(int layer) {
@@ -202,10 +248,18 @@ void DeviceTier::release(int layer) {
     inner_open_ = false;
   }
   layer_ = -1;
+  unpin_ahead();  // the last layer's guesses: their copies were queued before this layer's
+  copy_ahead(layer + 1);
 }
 
 void DeviceTier::prefetch(int layer, std::span<const int32_t> experts, int distance) {
   if (layer < 0 || layer >= layers_) return;
+  if (distance == 1) {
+    guess_layer_ = layer;
+    guess_.clear();
+    for (int32_t e : experts)
+      if (e >= 0 && e < experts_) guess_.push_back(e);
+  }
   prefetch_.clear();  // experts already on the device need no read into RAM
   for (int32_t e : experts)
     if (e >= 0 && e < experts_ && where_[key(layer, e)] < 0) prefetch_.push_back(e);

@@ -16,6 +16,15 @@
 // The inner provider's host memory should be registered with the device (Device::pin_host) by
 // whoever owns it, so the copies run at the link's rate.
 //
+// Copies ahead. The model's guesses at the next layer's routes (prefetch(), distance 1) are kept;
+// when a lease is released, those of the guessed experts that the inner provider has in RAM now
+// (pin_resident: no read is started for them) are copied into slots at once, behind the released
+// layer's copies on the copy queue, so the link works while the device computes the rest of this
+// layer and the next layer's attention. A right guess is a hit at the next begin() whose ready
+// fence is that copy's; a wrong one costs link time and a slot. The inner provider's RAM copies
+// stay pinned until the release after, when the host has waited for the copy queue anyway.
+// Guesses never change which bytes a kernel reads.
+//
 // The host's share. A plan fixed at construction names, in every layer, round(share x experts)
 // experts that are never copied: they are handed out as the inner provider's host views marked
 // compute_on_host, and the model computes them on the host's cores while the link carries the
@@ -37,6 +46,10 @@ struct TierCounters {
   uint64_t copies = 0, bytes_copied = 0, evictions = 0;
   uint64_t passthrough = 0;  // misses handed out from host memory (no free slot)
   uint64_t on_host = 0;      // handed out for the host's cores (the plan's share)
+  // Copies ahead: predicted experts of the next layer copied from RAM while this layer computes,
+  // those then asked for (hits they made), and those evicted before anyone asked (link time spent
+  // for nothing).
+  uint64_t ahead = 0, ahead_used = 0, ahead_wasted = 0;
   uint64_t slots = 0, slot_bytes = 0;
 };
 
@@ -55,6 +68,10 @@ class DeviceTier : public ExpertProvider {
   int next_ready(kernels::ExpertView* out) override;
   void release(int layer) override;
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
+  bool pin_resident(int layer, int expert, kernels::ExpertView* out) override {
+    return inner_.pin_resident(layer, expert, out);
+  }
+  void unpin(int layer, int expert) override { inner_.unpin(layer, expert); }
   int lookahead() const override { return inner_.lookahead(); }
   size_t max_batch() const override { return inner_.max_batch(); }
   ReadTotals read_totals() const override { return inner_.read_totals(); }
@@ -69,6 +86,7 @@ class DeviceTier : public ExpertProvider {
     bool leased = false;        // handed out in the open lease
     kernels::ExpertView view;   // on the device; view.ready = the copy that filled it
     kernels::Fence last_use;    // the compute fence of the last lease that read it
+    bool ahead = false;         // copied from a guess and not yet asked for
     int prev = -1, next = -1;   // recency list, most recent at head_
   };
   // Expert e of layer l's index into where_ and host_plan_ (and a slot's key).
@@ -78,6 +96,9 @@ class DeviceTier : public ExpertProvider {
   void touch(int slot);
   void unlink(int slot);
   kernels::ExpertView fill(int slot, const kernels::ExpertView& host);
+  int take(int layer, int expert);  // a victim slot re-keyed to (layer, expert), or -1
+  void copy_ahead(int layer);       // the kept guesses at `layer` that RAM holds, into slots
+  void unpin_ahead();               // after their copies have landed
 
   kernels::Device& device_;
   ExpertProvider& inner_;
@@ -101,6 +122,10 @@ class DeviceTier : public ExpertProvider {
   kernels::Fence last_copy_;
   std::vector<kernels::Device::CopyPiece> pieces_;
   std::vector<int32_t> prefetch_;
+  int guess_layer_ = -1;             // the last distance-1 guess, in confidence order
+  std::vector<int32_t> guess_;
+  std::vector<std::pair<int, int>> ahead_pins_;  // (layer, expert) pinned in the inner provider
+  kernels::Fence ahead_copy_;
   TierCounters counters_;
 };
 

@@ -39,6 +39,12 @@ class ExpertProvider {
   // predicted them `distance` layers before `layer` (1: from the layer just before it). Never
   // changes what next_ready() returns.
   virtual void prefetch(int /*layer*/, std::span<const int32_t> /*experts*/, int /*distance*/) {}
+  // Expert `expert` of `layer`'s host view if its bytes are in host memory now (no read in flight),
+  // pinned there until unpin(): a device tier copies predicted experts ahead from it. Never reads,
+  // never counts as a request, never opens a lease (it may be called while one is open). Providers
+  // without such a copy say false.
+  virtual bool pin_resident(int /*layer*/, int /*expert*/, kernels::ExpertView* /*out*/) { return false; }
+  virtual void unpin(int /*layer*/, int /*expert*/) {}
   // How many layers ahead the model should predict now: 0 (no prefetch: the model computes no
   // predictions), 1 (the next layer), or more (while the drives would otherwise idle).
   virtual int lookahead() const { return 0; }

@@ -336,6 +336,20 @@ void StreamingExperts::release(int) {
   handed_count_ = 0;
 }
 
+bool StreamingExperts::pin_resident(int layer, int expert, kernels::ExpertView* out) {
+  if (layer < 0 || layer >= m_.num_layers || expert < 0 || expert >= m_.num_experts) return false;
+  const int s = find(layer, expert);
+  if (s < 0 || slots_[size_t(s)].ticket) return false;  // not in RAM, or its read has not been reaped
+  slots_[size_t(s)].pins += 1;
+  *out = m_.layout.views(data(s));
+  return true;
+}
+
+void StreamingExperts::unpin(int layer, int expert) {
+  const int s = find(layer, expert);
+  if (s >= 0) slots_[size_t(s)].pins = std::max(0, slots_[size_t(s)].pins - 1);
+}
+
 int StreamingExperts::lookahead() const {
   if (!opt_.prefetch) return 0;
   // Beyond the next layer only while the drives idle: those guesses get drive time nothing else

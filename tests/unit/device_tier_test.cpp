@@ -35,12 +35,7 @@ class HostExperts : public store::ExpertProvider {
   }
   int next_ready(kernels::ExpertView* out) override {
     if (next_ >= order_.size()) return -1;
-    float* p = at(layer_, order_[next_]);
-    kernels::Weight w{.type = kernels::WeightType::F32, .rows = kRows, .cols = kCols};
-    out->gate = out->up = out->down = w;
-    out->gate.data = p;
-    out->up.data = p + kRows * kCols;
-    out->down.data = p + 2 * kRows * kCols;
+    view(layer_, order_[next_], out);
     return int(next_++);
   }
   void release(int layer) override {
@@ -52,10 +47,39 @@ class HostExperts : public store::ExpertProvider {
   void prefetch(int, std::span<const int32_t> experts, int) override {
     prefetched.emplace_back(experts.begin(), experts.end());
   }
+  // Resident: every expert but those in `absent` (no read in flight is simulated: absent = not in RAM).
+  bool pin_resident(int layer, int expert, kernels::ExpertView* out) override {
+    if (!resident) return false;
+    for (const auto& a : absent)
+      if (a == std::pair{layer, expert}) return false;
+    pins[size_t(layer * kExperts + expert)] += 1;
+    view(layer, expert, out);
+    return true;
+  }
+  void unpin(int layer, int expert) override {
+    EXPECT_GT(pins[size_t(layer * kExperts + expert)], 0) << "unpinned more often than pinned";
+    pins[size_t(layer * kExperts + expert)] -= 1;
+  }
+  void view(int l, int e, kernels::ExpertView* out) {
+    float* p = at(l, e);
+    kernels::Weight w{.type = kernels::WeightType::F32, .rows = kRows, .cols = kCols};
+    out->gate = out->up = out->down = w;
+    out->gate.data = p;
+    out->up.data = p + kRows * kCols;
+    out->down.data = p + 2 * kRows * kCols;
+  }
   float* at(int l, int e) { return bytes_.data() + size_t(l * kExperts + e) * 3 * kRows * kCols; }
+  int pinned() const {
+    int n = 0;
+    for (int p : pins) n += p;
+    return n;
+  }
 
   std::vector<std::vector<int32_t>> asked, prefetched;
   int releases = 0;
+  bool resident = false;
+  std::vector<std::pair<int, int>> absent;
+  std::vector<int> pins = std::vector<int>(size_t(kLayers * kExperts), 0);
 
  private:
   std::vector<float> bytes_;
@@ -134,6 +158,46 @@ TEST(DeviceTier, KeepsRecentExpertsAndNeverReusesALeasedSlot) {
   ASSERT_EQ(host.prefetched.size(), 1u);
   EXPECT_EQ(host.prefetched[0], (std::vector<int32_t>{4, 5, 0}));
   EXPECT_EQ(tier.counters().requests, 9u);
+}
+
+// Guesses at the next layer are copied ahead when a lease is released, from RAM only (an expert
+// the RAM store does not hold is not read for it), never over a third of the slots; a right
+// guess is a hit of the next lease, a wrong one is evicted as wasted; the RAM copies stay pinned
+// until the next release and are unpinned exactly once.
+TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  host.resident = true;
+  host.absent = {{1, 5}};
+  const uint64_t slot = 3 * kRows * kCols * 4;
+  store::DeviceTier tier(dev, host, 6 * slot, kLayers, kExperts);
+
+  lease(tier, 0, {0});  // no guess yet: nothing ahead
+  EXPECT_EQ(tier.counters().ahead, 0u);
+  tier.prefetch(1, std::vector<int32_t>{5, 2, 3, 4}, 1);
+  lease(tier, 0, {1});
+  // 5 is not in RAM; 2 and 3 fill the budget of 6 / 3 slots; 4 waits for a read it never gets.
+  EXPECT_EQ(tier.counters().ahead, 2u);
+  EXPECT_EQ(host.pinned(), 2);
+  EXPECT_EQ(host.pins[size_t(1 * kExperts + 2)], 1);
+  EXPECT_EQ(host.pins[size_t(1 * kExperts + 3)], 1);
+
+  // Layer 1 asks for 2 (a hit made ahead) and 4: only 4 is asked of the RAM store.
+  auto v = lease(tier, 1, {2, 4});
+  ASSERT_EQ(host.asked.size(), 3u);
+  EXPECT_EQ(host.asked[2], std::vector<int32_t>{4});
+  EXPECT_EQ(v[0].gate.place, kernels::Place::Device);
+  EXPECT_EQ(tier.counters().ahead_used, 1u);
+  EXPECT_EQ(host.pinned(), 0);  // unpinned at that release, once
+
+  // Layer 0's guesses come from no one now: the next releases copy nothing ahead.
+  lease(tier, 0, {1});
+  EXPECT_EQ(tier.counters().ahead, 2u);
+  // Filling every slot with new experts evicts 3, which nobody asked for: wasted.
+  lease(tier, 0, {2, 3, 4, 5});
+  lease(tier, 1, {0, 1});
+  EXPECT_EQ(tier.counters().ahead_wasted, 1u);
+  EXPECT_EQ(tier.counters().ahead_used, 1u);
 }
 
 TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {

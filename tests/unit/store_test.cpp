@@ -185,7 +185,10 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
     ASSERT_GT(c.slot_bytes, 0u);
     EXPECT_LE(c.slot_bytes, slot);
     EXPECT_EQ(c.slots, std::min<uint64_t>(slots * slot / c.slot_bytes, uint64_t(bank.num_layers * bank.num_experts)));
-    EXPECT_EQ(c.requests, c.hits + c.copies + c.passthrough + c.on_host);
+    // Every request is a hit, a copy on demand, a pass-through or the host's; copies ahead of a
+    // guess are the other copies, and each either made a hit, was evicted unused, or is still held.
+    EXPECT_EQ(c.requests, c.hits + (c.copies - c.ahead) + c.passthrough + c.on_host);
+    EXPECT_LE(c.ahead_used + c.ahead_wasted, c.ahead);
     EXPECT_EQ(c.on_host > 0, host_share > 0);
     if (slots == 3) {  // below a layer's union: the copies of one layer evict the last one's
       EXPECT_GT(c.passthrough, 0u);
@@ -194,6 +197,7 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
     }
     if (slots == 20) {
       EXPECT_GT(c.evictions, 0u);
+      EXPECT_GT(c.ahead_used, 0u);  // the guesses in RAM were copied ahead, and some were right
     }
     if (slots == 1000) {
       EXPECT_EQ(c.evictions, 0u);
