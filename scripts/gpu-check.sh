@@ -229,20 +229,21 @@ PY
       print(f\"{sum(n for k, (n, s, d) in a.tensors('$work/m').items() if '.experts.' in k) / 4 / 1e9:.3f}\")")
     prompt=$(seq -s, 11 266)
     # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts, and
-    # optionally "noahead" (--no-prefetch: no guesses at the next layer, so no copies ahead).
+    # optionally "noahead" (--no-prefetch: no guesses at the next layer, so no copies ahead) or
+    # "allahead" (--prefetch-precision 0: every guess RAM holds is copied ahead).
     arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0,noahead cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,quarter,0.5,noahead cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
     for arm in ${arms//quarter/$quarter}; do
       arm=${arm//,/ }
       set -- $arm
       name="${1%:0}-$2-$3${4:+-$4}"
-      extra=$([ "${4:-}" = noahead ] && echo --no-prefetch)
+      extra=$(case "${4:-}" in noahead) echo --no-prefetch ;; allahead) echo --prefetch-precision 0 ;; esac)
       for n in 1 33; do  # the 1-token run gives the prefill's share of the tier's counters
         if [ "$1" = cpu ] && [ "$n" = 1 ]; then continue; fi
         step "streamed on $1, --gpu-experts-gb $2 --cpu-experts $3 $extra, --max-new $n" bash -c "$(declare -f run_carried); carry='$carry'; \
           run_carried sluice run --model '$work/m' --prompt-ids '$prompt' --max-new $n --experts stream --cache-gb 24 \
           --device $1 --gpu-experts-gb $2 --cpu-experts $3 $extra --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
       done
-      grep -h '^\[gpu tier\]\|^\[store\] reader' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
+      grep -h '^\[gpu tier\]\|^\[store\] reader\|^\[moe\]' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
       if [ "$model" = k3 ]; then
         python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true
       else

@@ -65,9 +65,10 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
   f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict the next layer's experts: no reads ahead into RAM, no copies ahead into GPU memory");
   f.prefetch_precision_opt =
       sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
-                      "Pre-read a predicted expert only if predictions of its rank were right at least this often "
-                      "lately (0..1; 0 pre-reads every prediction). When the drives are the bottleneck a wrong "
-                      "guess costs a whole read and a right one saves little, hence the high default")
+                      "Pre-read a predicted expert (from drives into RAM, or from RAM into GPU memory) only if "
+                      "predictions of its rank were right at least this often lately (0..1; 0 takes every "
+                      "prediction). When the drives or the link are the bottleneck a wrong guess costs a whole "
+                      "transfer and a right one saves little, hence the high default")
           ->default_val(0.95)
           ->transform(number_in(0, 1));
   sub->add_flag("--prefetch-idle", f.engine.prefetch_idle,

@@ -33,6 +33,13 @@ struct TargetCounters {
   int64_t passes = 0, rows = 0;
   int64_t expert_requests = 0;  // experts asked of the provider (the union per pass and layer)
   int64_t routed_slots = 0;     // rows × top-k per MoE layer
+  // Where the host's time in MoE layers went (seconds of wall time, summed over passes): waiting
+  // for the route ids (the device's work up to the router), the lease (asking the provider for
+  // experts and queueing their work), the experts the host computes itself (with their rows'
+  // uploads), and the release (waiting for copies the lease started, and for its compute when
+  // views were handed out from host memory). On an asynchronous device the rest of a pass is the
+  // host queueing work ahead of the device.
+  double moe_route_s = 0, moe_lease_s = 0, moe_host_s = 0, moe_release_s = 0;
 };
 
 // A sequence's state on the target's device, preallocated: a pass allocates nothing unless the

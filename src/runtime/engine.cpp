@@ -99,7 +99,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
       // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
       e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
       e->tier_ = std::make_unique<store::DeviceTier>(*device, *e->store_, budget, int(bank->num_layers),
-                                                     int(bank->num_experts), opt.cpu_experts);
+                                                     int(bank->num_experts), opt.cpu_experts, opt.prefetch_precision);
       e->model_->set_expert_provider(e->tier_.get());
     }
   }
@@ -138,7 +138,9 @@ std::unique_ptr<Session> Engine::new_session(bool reuse_state) { return std::mak
 nlohmann::json Engine::stats_json() const {
   const auto& mc = model_->counters();
   nlohmann::json j = {{"passes", mc.passes}, {"rows", mc.rows}, {"expert_requests", mc.expert_requests},
-                      {"routed_slots", mc.routed_slots}, {"device", model_->device().name()}};
+                      {"routed_slots", mc.routed_slots}, {"device", model_->device().name()},
+                      {"moe_host_seconds", {{"route", mc.moe_route_s}, {"lease", mc.moe_lease_s},
+                                            {"host_experts", mc.moe_host_s}, {"release", mc.moe_release_s}}}};
   if (store_) {
     const auto& s = store_->counters();
     nlohmann::json homes = nlohmann::json::array();
@@ -205,6 +207,12 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
   const auto& mc = model_->counters();
   o << "[stats] passes=" << mc.passes << " rows=" << mc.rows << " expert_requests=" << mc.expert_requests
     << " device=" << model_->device().name() << "\n";
+  if (mc.expert_requests) {
+    char moe[256];
+    std::snprintf(moe, sizeof moe, "[moe] host time: route %.3f s, lease %.3f s, host experts %.3f s, release %.3f s\n",
+                  mc.moe_route_s, mc.moe_lease_s, mc.moe_host_s, mc.moe_release_s);
+    o << moe;
+  }
   if (store_) {
     const auto& s = store_->counters();
     char line[512];

@@ -31,12 +31,18 @@ size_t device_bytes(kernels::ExpertView v) {
 }  // namespace
 
 DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
-                       double host_share)
-    : device_(device), inner_(inner), budget_(budget_bytes), layers_(layers), experts_(experts) {
+                       double host_share, double ahead_precision)
+    : device_(device),
+      inner_(inner),
+      budget_(budget_bytes),
+      layers_(layers),
+      experts_(experts),
+      ahead_precision_(ahead_precision) {
   SLUICE_CHECK(layers > 0 && experts > 0, "device tier of a bank of ", layers, " x ", experts, " experts");
   SLUICE_CHECK(host_share >= 0 && host_share <= 1, "the host's share of the experts must be in 0..1 (got ", host_share,
                ")");
   where_.assign(size_t(layers) * size_t(experts), -1);
+  precision_.assign(size_t(layers) * kRanks, 0.0);
   host_plan_.assign(where_.size(), 0);
   // Per layer, the round(share x experts) experts first in an order by a hash of (layer, expert).
   const int n = int(std::lround(host_share * experts));
@@ -129,6 +135,14 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
   miss_experts_.clear();
   miss_index_.clear();
   passed_through_ = false;
+  if (guess_layer_ == layer) {  // score the guess at this layer, rank by rank
+    double* prec = &precision_[size_t(layer) * kRanks];
+    for (size_t r = 0; r < std::min(guess_.size(), kRanks); ++r) {
+      const bool asked = std::find(experts.begin(), experts.end(), guess_[r]) != experts.end();
+      prec[r] = 0.8 * prec[r] + 0.2 * (asked ? 1.0 : 0.0);
+    }
+    guess_layer_ = -1;
+  }
   for (size_t i = 0; i < experts.size(); ++i) {
     SLUICE_CHECK(experts[i] >= 0 && experts[i] < experts_, "device tier: expert ", experts[i], " outside 0..",
                  experts_ - 1);
@@ -202,12 +216,15 @@ int DeviceTier::take(int layer, int expert) {
 }
 
 void DeviceTier::copy_ahead(int layer) {
-  if (layer != guess_layer_ || layer < 0 || layer >= layers_ || (allocated_ && slots_.empty())) return;
+  if (layer != guess_layer_ || guess_copied_ || layer >= layers_ || (allocated_ && slots_.empty())) return;
+  guess_copied_ = true;
   // At most a third of the slots per layer, so a guess that covers a whole layer (a long prefill
   // pass) cannot flush what the layers after it will ask for.
   size_t budget = std::max<size_t>(1, slots_.size() / 3);
-  for (int32_t e : guess_) {
-    if (budget == 0) break;
+  const double* prec = &precision_[size_t(layer) * kRanks];
+  for (size_t r = 0; r < guess_.size() && budget > 0; ++r) {
+    const int32_t e = guess_[r];
+    if (ahead_precision_ > 0 && (r >= kRanks || prec[r] < ahead_precision_)) continue;
     if (where_[key(layer, e)] >= 0 || on_host(layer, e)) continue;
     kernels::ExpertView host;
     if (!inner_.pin_resident(layer, e, &host)) continue;
@@ -223,7 +240,6 @@ void DeviceTier::copy_ahead(int layer) {
     ++counters_.ahead;
     --budget;
   }
-  guess_layer_ = -1;
 }
 
 void DeviceTier::unpin_ahead() {
@@ -256,6 +272,7 @@ void DeviceTier::prefetch(int layer, std::span<const int32_t> experts, int dista
   if (layer < 0 || layer >= layers_) return;
   if (distance == 1) {
     guess_layer_ = layer;
+    guess_copied_ = false;
     guess_.clear();
     for (int32_t e : experts)
       if (e >= 0 && e < experts_) guess_.push_back(e);

@@ -21,9 +21,13 @@
 // (pin_resident: no read is started for them) are copied into slots at once, behind the released
 // layer's copies on the copy queue, so the link works while the device computes the rest of this
 // layer and the next layer's attention. A right guess is a hit at the next begin() whose ready
-// fence is that copy's; a wrong one costs link time and a slot. The inner provider's RAM copies
-// stay pinned until the release after, when the host has waited for the copy queue anyway.
-// Guesses never change which bytes a kernel reads.
+// fence is that copy's; a wrong one costs link time and a slot, and when the link is what limits
+// a step (it is, whenever most experts miss) it saves nothing: the expert would have been copied
+// anyway, only later. So, as with reads ahead from drives, a guess is copied only while the
+// guesses of its rank at that layer have been right at least `ahead_precision` of the time lately
+// (an average over the last few, scored at every begin() whether copied or not). The inner
+// provider's RAM copies stay pinned until the release after, when the host has waited for the
+// copy queue anyway. Guesses never change which bytes a kernel reads.
 //
 // The host's share. A plan fixed at construction names, in every layer, round(share x experts)
 // experts that are never copied: they are handed out as the inner provider's host views marked
@@ -59,7 +63,7 @@ class DeviceTier : public ExpertProvider {
   // x `experts` routed experts. Device memory is taken at the first miss, and less than the budget
   // when the device has less free (never a failure: a tier of 0 slots passes every miss through).
   DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
-             double host_share = 0);
+             double host_share = 0, double ahead_precision = 0.95);
   ~DeviceTier() override;
   DeviceTier(const DeviceTier&) = delete;
   DeviceTier& operator=(const DeviceTier&) = delete;
@@ -124,6 +128,10 @@ class DeviceTier : public ExpertProvider {
   std::vector<int32_t> prefetch_;
   int guess_layer_ = -1;             // the last distance-1 guess, in confidence order
   std::vector<int32_t> guess_;
+  bool guess_copied_ = false;        // copy_ahead has run for it
+  static constexpr size_t kRanks = 64;
+  std::vector<double> precision_;    // [layer][rank]: how often lately a guess of that rank was asked for
+  double ahead_precision_;
   std::vector<std::pair<int, int>> ahead_pins_;  // (layer, expert) pinned in the inner provider
   kernels::Fence ahead_copy_;
   TierCounters counters_;

@@ -170,7 +170,7 @@ TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
   host.resident = true;
   host.absent = {{1, 5}};
   const uint64_t slot = 3 * kRows * kCols * 4;
-  store::DeviceTier tier(dev, host, 6 * slot, kLayers, kExperts);
+  store::DeviceTier tier(dev, host, 6 * slot, kLayers, kExperts, 0, /*ahead_precision=*/0);
 
   lease(tier, 0, {0});  // no guess yet: nothing ahead
   EXPECT_EQ(tier.counters().ahead, 0u);
@@ -198,6 +198,25 @@ TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
   lease(tier, 1, {0, 1});
   EXPECT_EQ(tier.counters().ahead_wasted, 1u);
   EXPECT_EQ(tier.counters().ahead_used, 1u);
+}
+
+// With a precision bar, a guess is copied ahead only once guesses of its rank at that layer have
+// been right often enough: an average that moves a fifth of the way per guess reaches 0.95 after
+// 14 right guesses, so the 15th is the first copied.
+TEST(DeviceTier, CopiesAheadOnlyGuessesOfRanksThatHaveBeenRight) {
+  kernels::CpuDevice dev(nullptr);
+  HostExperts host;
+  host.resident = true;
+  const uint64_t slot = 3 * kRows * kCols * 4;
+  store::DeviceTier tier(dev, host, 6 * slot, kLayers, kExperts, 0, 0.95);
+  for (int round = 1; round <= 15; ++round) {
+    tier.prefetch(1, std::vector<int32_t>{2}, 1);
+    lease(tier, 0, {0, 1, 2, 3, 4, 5});  // fills every slot, so layer 1's expert 2 is never kept
+    EXPECT_EQ(tier.counters().ahead, round == 15 ? 1u : 0u) << "round " << round;
+    lease(tier, 1, {2});
+  }
+  EXPECT_EQ(tier.counters().ahead_used, 1u);
+  EXPECT_EQ(host.pinned(), 0);
 }
 
 TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {

@@ -176,7 +176,7 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
     if (slots == 0) slots = 1000;
     auto e = engine("stream", 0.01, true);
     store::DeviceTier tier(kernels::cpu_device(), *e->store(), slots * slot, int(bank.num_layers),
-                           int(bank.num_experts), host_share);
+                           int(bank.num_experts), host_share, /*ahead_precision=*/0);
     e->model().set_expert_provider(&tier);
     Outcome got = run_engine(*e, prompt, 10);
     EXPECT_EQ(got.logits, ref.logits);

@@ -2,12 +2,24 @@
 #include "model/blocks/moe.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace sluice::model {
 
 using kernels::Buf;
 using kernels::BufType;
 using kernels::LinearOut;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// Seconds since `t`, and `t` moved to now.
+double lap(Clock::time_point& t) {
+  const Clock::time_point now = Clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+}  // namespace
 
 void MoeHost::reserve(int64_t experts, int64_t slots) {
   if (int64_t(route.capacity()) < slots) route.reserve(size_t(slots));
@@ -104,7 +116,10 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
     d.linear(x, outs);
   }
   Buf weights = d.scratch(BufType::F32, T, k);
+  Clock::time_point t = Clock::now();
+  double route_s = 0, lease_s = 0, host_s = 0, release_s = 0;
   route_rows(d, s, w, logits, weights, host);
+  route_s += lap(t);
   group_members(host, E);
   if (counters) {
     counters->expert_requests += int64_t(host.uni.size());
@@ -153,10 +168,19 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
       for (const kernels::ExpertView& v : host.views) d.wait(v.ready);
       d.experts(op, host.views, host.view_members, z, yexp);
     }
+    lease_s += lap(t);
     if (!host.host_views.empty()) host_experts(d, op, yexp, host);
+    host_s += lap(t);
     // The lease ends after the work that read its views (on the CPU it has finished already).
     d.fence();
     experts.release(layer);
+    release_s += lap(t);
+  }
+  if (counters) {
+    counters->moe_route_s += route_s;
+    counters->moe_lease_s += lease_s;
+    counters->moe_host_s += host_s;
+    counters->moe_release_s += release_s;
   }
 
   Buf routed = d.scratch(BufType::F32, T, R);
