@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -62,9 +63,33 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     hand_over(first, int64_t(n));
     if (opt.on_prefill) opt.on_prefill(int64_t(at + n), total);
   }
+  // Under a constraint the row's refused tokens count as -inf: the masked copy is what greedy and
+  // sampling see. Greedy first tries the unmasked argmax, which is the masked one whenever the
+  // constraint allows it (one token checked instead of the whole vocabulary).
+  TokenConstraint* const guide = opt.constraint;
+  std::vector<uint64_t> allowed_bits(guide ? size_t((V + 63) / 64) : 0);
+  std::vector<float> masked(guide && !opt.sampling.greedy() ? size_t(V) : 0);
+  auto constrain = [&](const float* row) -> const float* {
+    guide->allowed(allowed_bits);
+    float* out = masked.data();
+    for (int64_t t = 0; t < V; ++t) out[t] = bit(allowed_bits, t) ? row[t] : -INFINITY;
+    return out;
+  };
+  auto masked_argmax = [&](const float* row) {
+    const int32_t t = argmax(row, V);
+    if (guide->allows(t)) return t;
+    guide->allowed(allowed_bits);
+    int64_t best = -1;
+    for (int64_t i = 0; i < V; ++i)
+      if (bit(allowed_bits, i) && (best < 0 || row[i] > row[best])) best = i;
+    if (best < 0) fail("guided decoding: the constraint allows no token here");
+    return int32_t(best);
+  };
+  // The row the sampler sees: the logits, or under a constraint their masked copy.
+  auto sampled_row = [&](const float* row) { return guide ? constrain(row) : row; };
   auto choose = [&](const float* row) {
-    if (opt.sampling.greedy()) return argmax(row, V);
-    sampler.distribution(row, V, probs);
+    if (opt.sampling.greedy()) return guide ? masked_argmax(row) : argmax(row, V);
+    sampler.distribution(sampled_row(row), V, probs);
     return sampler.draw(probs);
   };
   r.prefill_ms = ms_since(t0);
@@ -78,6 +103,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   r.generated.reserve(r.generated.size() + size_t(opt.max_new));
   bool done = false;
   auto emit = [&](int32_t id) {
+    if (guide) guide->accept(id);
     r.generated.push_back(id);
     history.push_back(id);
     if (on_token) on_token(id);
@@ -158,10 +184,13 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
       // Row i's logits predict the token after rows[i]; draft i+1 is judged by row i.
       size_t accepted = 0;
       int32_t follow = -1;
+      // The constraint moves through the drafts as they are judged, then back: emit() moves it
+      // through what is kept.
+      if (guide) guide->save();
       for (size_t i = 0; i < drafts.size(); ++i) {
         const float* row = rows_logits.data() + i * size_t(V);
         if (opt.sampling.greedy()) {
-          int32_t t = argmax(row, V);
+          int32_t t = guide ? masked_argmax(row) : argmax(row, V);
           if (t != drafts[i]) {
             follow = t;
             break;
@@ -169,7 +198,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
         } else {
           // Deterministic proposal: accept with the target's probability of it; on rejection
           // draw from the target with that token removed. This keeps the target distribution.
-          sampler.distribution(row, V, probs);
+          sampler.distribution(sampled_row(row), V, probs);
           if (sampler.uniform() >= probs[size_t(drafts[i])]) {
             probs[size_t(drafts[i])] = 0.0f;
             follow = sampler.draw(probs);
@@ -177,8 +206,10 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
           }
         }
         ++accepted;
+        if (guide) guide->accept(drafts[i]);
       }
       if (follow < 0) follow = choose(rows_logits.data() + drafts.size() * size_t(V));  // all accepted: bonus
+      if (guide) guide->restore();
       m.commit_prefix(state, int64_t(accepted) + 1);
       hand_over(first, int64_t(accepted) + 1);
       size_t before = r.generated.size();

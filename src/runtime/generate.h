@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/target.h"
+#include "runtime/constraint.h"
 #include "runtime/sampling.h"
 #include "runtime/speculate/controller.h"
 #include "runtime/speculate/drafter.h"
@@ -32,8 +33,11 @@ struct GenerateOptions {
   // of a pass. generate() then returns what it generated so far with stop_reason "cancelled",
   // and the state is unusable until reset (Session::generate resets it). Never cleared by sluice.
   const std::atomic<bool>* cancel = nullptr;
-  // Sees the logits each token was chosen from (V floats), before it is emitted; called only when
-  // nothing is drafted (a verify pass chooses several tokens at once).
+  // Guided decoding (runtime/constraint.h): each generated token is chosen among those the
+  // constraint allows, and the constraint moves past it. Not owned; null = no constraint.
+  TokenConstraint* constraint = nullptr;
+  // Sees the logits each token was chosen from (V floats, before any constraint), before it is
+  // emitted; called only when nothing is drafted (a verify pass chooses several tokens at once).
   std::function<void(const float* logits, int64_t vocab)> on_logits;
   // Sees the prefill advance, for progress displays: (0, total) before the first pass, then the
   // prompt tokens fed so far after each pass (total: the tokens this call prefills).
