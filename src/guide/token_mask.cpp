@@ -2,8 +2,6 @@
 #include "guide/token_mask.h"
 
 #include <algorithm>
-#include <cstring>
-#include <numeric>
 
 #include "core/error.h"
 
@@ -35,7 +33,9 @@ void MaskCache::clear() {
 
 int32_t MaskCache::intern(const std::vector<uint32_t>& words) {
   if (table_.size() < 2 * (states() + 1)) {
-    table_.assign(std::max<size_t>(64, 4 * (states() + 1)), -1);
+    size_t size = 64;
+    while (size < 4 * (states() + 1)) size *= 2;  // a power of two, for the mask below
+    table_.assign(size, -1);
     for (size_t k = 0; k < states(); ++k) {
       size_t h = hash_words(pool_.data() + begin_[k], begin_[k + 1] - begin_[k]) & (table_.size() - 1);
       while (table_[h] >= 0) h = (h + 1) & (table_.size() - 1);
