@@ -352,24 +352,40 @@ class Compiler {
   }
 
   std::string object(const Json& s, const std::string& path) {
-    std::vector<std::pair<std::string, Json>> props;
+    struct Property {
+      std::string name;
+      Json schema;
+      std::string path;
+    };
+    std::vector<Property> props;
     std::set<std::string> required;
-    if (s.contains("properties")) {
-      if (!s["properties"].is_object()) error(path, "'properties' is not an object");
-      for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) props.push_back({it.key(), it.value()});
-    }
     if (s.contains("required")) {
       if (!s["required"].is_array()) error(path, "'required' is not an array");
       for (const Json& r : s["required"]) {
         if (!r.is_string()) error(path, "'required' holds a non-string");
-        const std::string name = r.get<std::string>();
-        required.insert(name);
-        bool declared = false;
-        for (const auto& pr : props) declared = declared || pr.first == name;
-        if (!declared) props.push_back({name, Json(true)});  // required but undeclared: any value
+        required.insert(r.get<std::string>());
       }
     }
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) error(path, "'properties' is not an object");
+      for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+        // An optional property whose schema is false is simply never written.
+        if (it.value().is_boolean() && !it.value().get<bool>() && !required.count(it.key())) continue;
+        props.push_back({it.key(), it.value(), path + "/properties/" + pointer_token(it.key())});
+      }
+    }
+    for (const std::string& name : required) {
+      bool declared = false;
+      for (const Property& pr : props) declared = declared || pr.name == name;
+      if (declared) continue;
+      // Required but undeclared: its value must satisfy additionalProperties (false: nothing can).
+      const Json extra = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+      if (extra.is_boolean() && !extra.get<bool>())
+        error(path, "required property '", name, "' is not allowed by 'additionalProperties' false");
+      props.push_back({name, extra, path + "/additionalProperties"});
+    }
     const std::string ws = prim("ws");
+    if (props.empty() && s.contains("properties")) return named("\"{\" " + ws + " \"}\"");
     if (props.empty()) {
       const Json extra = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
       if (extra.is_boolean() && !extra.get<bool>()) return named("\"{\" " + ws + " \"}\"");
@@ -382,18 +398,16 @@ class Compiler {
     // with none written yet; tail_i: the same after one was written (so each starts with ",").
     const size_t n = props.size();
     std::vector<std::string> kv(n);
-    for (size_t i = 0; i < n; ++i) {
-      const std::string sub = path + "/properties/" + pointer_token(props[i].first);
-      kv[i] = named(literal(Json(props[i].first).dump()) + " " + ws + " \":\" " + ws + " " + value(props[i].second, sub) +
-                    " " + ws);
-    }
+    for (size_t i = 0; i < n; ++i)
+      kv[i] = named(literal(Json(props[i].name).dump()) + " " + ws + " \":\" " + ws + " " +
+                    value(props[i].schema, props[i].path) + " " + ws);
     // Only head_i up to the first required property and tail_i past 0 are ever referenced.
     size_t first_required = n;
     for (size_t i = 0; i < n && first_required == n; ++i)
-      if (required.count(props[i].first)) first_required = i;
+      if (required.count(props[i].name)) first_required = i;
     std::string tail, head;  // tail_{i+1}, head_{i+1}: "" for nothing
     for (size_t i = n; i-- > 0;) {
-      const bool req = required.count(props[i].first) > 0;
+      const bool req = required.count(props[i].name) > 0;
       const std::string item = kv[i] + (tail.empty() ? "" : " " + tail);
       if (i <= first_required) {
         if (req)

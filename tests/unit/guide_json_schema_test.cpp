@@ -359,6 +359,22 @@ TEST(GuideJsonSchema, AnyObjectGrammar) {
   EXPECT_TRUE(accepts(g, deep + "}"));
 }
 
+TEST(GuideJsonSchema, RequiredButUndeclaredPropertiesFollowAdditionalProperties) {
+  auto g = schema_grammar(Json::parse(R"({"type": "object", "required": ["id"], "additionalProperties": {"type": "integer"}})"));
+  EXPECT_TRUE(accepts(g, R"({"id": 3})"));
+  EXPECT_FALSE(accepts(g, R"({"id": "x"})"));
+  EXPECT_FALSE(accepts(g, R"({})"));
+  EXPECT_EQ(expect_error_of([] {
+              sluice::guide::json_schema_grammar(Json::parse(R"({"type": "object", "properties": {"a": {}},
+                  "required": ["b"], "additionalProperties": false})"));
+            }),
+            "json schema: required property 'b' is not allowed by 'additionalProperties' false at /");
+  // An optional property that no value satisfies is never written, and nothing else is either.
+  auto none = schema_grammar(Json::parse(R"({"type": "object", "properties": {"x": false}})"));
+  EXPECT_TRUE(accepts(none, "{}"));
+  EXPECT_FALSE(accepts(none, R"({"x": 1})"));
+}
+
 TEST(GuideJsonSchema, PropertiesComeInDeclaredOrder) {
   auto g = schema_grammar(Json::parse(R"({"type": "object", "properties": {"z": {"type": "integer"},
       "a": {"type": "integer"}, "m": {"type": "integer"}}, "required": ["m"]})"));
@@ -424,7 +440,7 @@ TEST(GuideJsonSchema, UnsupportedKeywordsAreRefusedByNameAndPath) {
   EXPECT_EQ(err(R"({"type": "strin"})"), "json schema: unknown type \"strin\" at /");
   EXPECT_EQ(err(R"({"type": "string", "enum": [1, 2]})"),
             "json schema: 'enum'/'const' leaves no value of the allowed types at /");
-  EXPECT_EQ(err(R"({"properties": {"a~b/c": {"type": "object", "properties": {"x": false}}}})"),
+  EXPECT_EQ(err(R"({"properties": {"a~b/c": {"type": "object", "properties": {"x": false}, "required": ["x"]}}})"),
             "json schema: schema false matches nothing at /properties/a~0b~1c/properties/x");
   EXPECT_EQ(err(R"({"type": "string", "maxLength": 1, "minLength": 2})"),
             "json schema: 'maxLength' below 'minLength' matches nothing at /");
