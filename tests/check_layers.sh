@@ -10,15 +10,16 @@ declare -A allowed=(
   [core]=""
   [format]="core"
   [tokenizer]="core format"
+  [guide]="core"
   [kernels]="core"
   [store]="core format kernels"
   [fetch]="core format store"
   [model]="core format kernels store"
-  [runtime]="core fetch format kernels model store tokenizer"
-  [serve]="core fetch format runtime tokenizer"
+  [runtime]="core fetch format guide kernels model store tokenizer"
+  [serve]="core fetch format guide runtime tokenizer"
   [export]="core format kernels model store tokenizer"
   [bench]="core format kernels store"
-  [cli]="bench core export fetch format kernels model runtime serve store tokenizer"
+  [cli]="bench core export fetch format guide kernels model runtime serve store tokenizer"
 )
 bad=0
 for dir in "$src"/*/; do
