@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libpcre2-dev liburing-dev libxxhash-dev
   libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
   clang libclang-rt-14-dev python3
+  python3-jsonschema  # the independent JSON Schema validator of the guided-decoding tests (tools/guide_schema_check.py)
   xz-utils util-linux
   librsvg2-bin  # rsvg-convert: PNG copies of the `sluice bench` SVG charts (optional for them)
   e2fsprogs mount  # mkfs.ext4, losetup: scripts/loop-drives.sh (emulated drives)
