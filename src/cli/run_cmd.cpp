@@ -23,9 +23,13 @@
 #include "cli/prefill_progress.h"
 #include "cli/usage_error.h"
 #include "core/error.h"
+#include "core/regular_file.h"
+#include "guide/json_schema.h"
 #include "core/thread_pool.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/guided_reply.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -80,7 +84,44 @@ struct RunArgs {
   std::string stats;  // "", "summary" or "verbose"
   bool json = false, no_eos = false;
   int top_logits = 0;
+  // Guided decoding: at most one of these.
+  std::string grammar_file, json_schema_file;
+  bool json_object = false;
 };
+
+// The grammar --grammar-file, --json-schema or --json-object asks for, or null: over the whole
+// output of a raw prompt, or over the answer of a --chat reply (its reasoning stays free).
+std::unique_ptr<runtime::GrammarConstraint> guided_constraint(const RunArgs& a, runtime::Engine& engine,
+                                                              const std::optional<ChatSetup>& chat) {
+  if (a.grammar_file.empty() && a.json_schema_file.empty() && !a.json_object) return nullptr;
+  const std::string flag = !a.grammar_file.empty()       ? "--grammar-file " + a.grammar_file
+                           : !a.json_schema_file.empty() ? "--json-schema " + a.json_schema_file
+                                                         : std::string("--json-object");
+  try {
+    runtime::GuidedReply g;
+    if (!a.grammar_file.empty()) {
+      if (chat) usage_fail("--grammar-file applies to the raw output; with --chat give --json-schema or --json-object");
+      g.grammar = std::make_shared<const guide::Grammar>(guide::parse_gbnf(read_regular_file(a.grammar_file)));
+    } else {
+      std::string content;
+      if (a.json_object) {
+        content = guide::json_any_object_gbnf(chat ? "content-" : "");
+      } else {
+        const auto schema = nlohmann::ordered_json::parse(read_regular_file(a.json_schema_file), nullptr, false);
+        if (schema.is_discarded()) fail("not valid JSON");
+        content = guide::json_schema_gbnf(schema, chat ? "content-" : "");
+      }
+      if (chat)
+        g = runtime::guided_reply(*engine.tokenizer(), chat->format, chat->options.thinking, content);
+      else
+        g.grammar = std::make_shared<const guide::Grammar>(guide::parse_gbnf(content));
+    }
+    return std::make_unique<runtime::GrammarConstraint>(engine.guide_vocabulary(), g.grammar,
+                                                        engine.info().eos_token_ids, g.starts_after);
+  } catch (const Error& e) {
+    fail(flag, ": ", e.what());
+  }
+}
 
 // The most prompt text read from a file or stdin: far above any context (a million tokens are a
 // few MB of text), low enough that a wrong path (a disk image, /dev/zero) fails fast.
@@ -214,6 +255,8 @@ int run(RunArgs& a) {
   const uint64_t flops_at_start = engine->device().flops();
   uint64_t prefill_flops = 0;
   runtime::GenerateOptions opt = generate_options(a.model);
+  std::unique_ptr<runtime::GrammarConstraint> constraint = guided_constraint(a, *engine, chat);
+  opt.constraint = constraint.get();
   opt.max_new = std::min<int64_t>(a.max_new, max_context - int64_t(prompt.size()));
   opt.stop_at_eos = !a.no_eos;
   PrefillProgress progress(!a.model.no_progress);
@@ -414,6 +457,22 @@ Action register_run(CLI::App& app) {
                 "floating-point operations in products, attention and recurrences; 0 on a device that does not count), decode_ms, stop_reason (and "
                 "seed when sampling)");
   sub->add_flag("--ignore-eos", a->no_eos, "Keep generating past the end-of-sequence token");
+  auto* grammar_opt = sub->add_option("--grammar-file", a->grammar_file,
+                                      "Guided decoding: every generated token keeps the output a prefix of a sentence of "
+                                      "this GBNF grammar (llama.cpp syntax, start rule `root`; <[ID]> matches token ID); "
+                                      "the model ends only where the grammar may end. The target still picks every "
+                                      "token among the allowed ones")
+                          ->check(CLI::ExistingFile);
+  auto* schema_opt = sub->add_option("--json-schema", a->json_schema_file,
+                                     "Guided decoding: the output (with --chat, the answer after any reasoning) is JSON "
+                                     "valid against this JSON Schema file (types, properties, required, enum, const, "
+                                     "items, anyOf, $ref, string formats date/time/date-time/uuid; other constraining "
+                                     "keywords are refused)")
+                         ->check(CLI::ExistingFile);
+  auto* object_opt = sub->add_flag("--json-object", a->json_object,
+                                   "Guided decoding: the output (with --chat, the answer) is one JSON object");
+  grammar_opt->excludes(schema_opt)->excludes(object_opt);
+  schema_opt->excludes(object_opt);
   sub->add_option("--top-logits", a->top_logits,
                   "With --json: add top_logits, the K highest [id, logit] pairs each token was chosen from (drafting off)")
       ->transform(integer_in(1, 1000));

@@ -2,6 +2,8 @@
 // state cache), sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
+#include "runtime/grammar_constraint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -134,6 +136,15 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<Session> Engine::new_session(bool reuse_state) { return std::make_unique<Session>(*this, reuse_state); }
+
+std::shared_ptr<const guide::Vocabulary> Engine::guide_vocabulary() {
+  std::lock_guard<std::mutex> lock(guide_mutex_);
+  if (!guide_vocab_) {
+    SLUICE_CHECK(tokenizer_, "guided decoding needs the model's tokenizer (", opt_.model_dir, " has none)");
+    guide_vocab_ = runtime::guide_vocabulary(*tokenizer_, info().vocab_size);
+  }
+  return guide_vocab_;
+}
 
 nlohmann::json Engine::stats_json() const {
   const auto& mc = model_->counters();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/device.h"
+#include "guide/token_mask.h"
 #include "model/target.h"
 #include "runtime/generate.h"
 #include "runtime/router_trace.h"
@@ -78,6 +80,9 @@ class Engine {
   const EngineOptions& options() const { return opt_; }
   // The state cache on disk, or null without EngineOptions::state_cache_dir.
   StateCache* state_cache() { return state_cache_.get(); }
+  // The tokenizer's vocabulary for guided decoding (runtime/grammar_constraint.h), built at the
+  // first call; throws sluice::Error when the model has no tokenizer. Thread-safe.
+  std::shared_ptr<const guide::Vocabulary> guide_vocabulary();
 
   // reuse_state: a generate() whose prompt extends what the session consumed continues from its
   // state (only the new suffix is prefilled), or from the longest prefix of the prompt the state
@@ -101,6 +106,8 @@ class Engine {
   std::unique_ptr<RouteRecorder> recorder_;
   std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
   std::unique_ptr<StateCache> state_cache_;
+  std::mutex guide_mutex_;
+  std::shared_ptr<const guide::Vocabulary> guide_vocab_;
 };
 
 class Session {

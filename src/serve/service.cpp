@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "fetch/sha256.h"
+#include "guide/json_schema.h"
 #include "runtime/generate.h"
+#include "runtime/grammar_constraint.h"
 #include "serve/anthropic_reply.h"
 #include "serve/anthropic_request.h"
 #include "serve/chat_options.h"
@@ -225,6 +227,31 @@ tokenizer::RenderedChat Service::render(const ChatRequest& c, const tokenizer::C
   }
 }
 
+// The grammar of a reply whose answer response_format constrains: one JSON object, or JSON valid
+// against the request's schema (refused with a 400 naming what the grammar cannot enforce).
+runtime::GuidedReply Service::guided_format(const Json& response_format, bool thinking) const {
+  const std::string type = response_format.value("type", "");
+  if (type != "json_object" && type != "json_schema") return {};
+  std::string content;
+  try {
+    if (type == "json_object") {
+      content = guide::json_any_object_gbnf("content-");
+    } else {
+      // Declared property order is kept: the schema is re-read as an ordered object.
+      const auto schema = nlohmann::ordered_json::parse(response_format["json_schema"]["schema"].dump());
+      content = guide::json_schema_gbnf(schema, "content-");
+    }
+  } catch (const Error& e) {
+    invalid("response_format.json_schema.schema", std::string("The schema cannot be enforced: ") + e.what(),
+            "invalid_value");
+  }
+  try {
+    return runtime::guided_reply(*tokenizer_, *format_, thinking, content);
+  } catch (const Error& e) {
+    invalid("response_format", e.what(), "unsupported_value");
+  }
+}
+
 PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co,
                                               const std::function<void()>& admit, Api api) {
   if (admit) admit();
@@ -235,6 +262,7 @@ PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOpti
   co.max_ids = size_t(opt_.max_context - 1);
   tokenizer::RenderedChat rendered = render(c, co);
   p.prompt = std::move(rendered.ids);
+  if (c.response_format.is_object()) p.guided = guided_format(c.response_format, co.thinking);
   fill_common(p, c, true, rendered.too_long);
   p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
   return p;
@@ -288,6 +316,12 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
 
   // Conversation state reuse: the session continues from its state when the prompt extends it.
   runtime::GenerateOptions go;
+  std::unique_ptr<runtime::GrammarConstraint> constraint;
+  if (req.guided.grammar) {
+    constraint = std::make_unique<runtime::GrammarConstraint>(engine_->guide_vocabulary(), req.guided.grammar,
+                                                              info.eos_token_ids, req.guided.starts_after);
+    go.constraint = constraint.get();
+  }
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
   go.stop_at_eos = !req.common.ignore_eos;

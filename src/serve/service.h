@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/guided_reply.h"
 #include "serve/admission.h"
 #include "serve/openai_request.h"
 #include "serve/reply_writer.h"
@@ -66,6 +67,8 @@ struct PreparedRequest {
   tokenizer::ChatFormat format = tokenizer::ChatFormat::kimi_k3;
   bool opened_think = false;
   bool show_reasoning = true;  // ReplyContext::show_reasoning
+  // response_format json_object / json_schema: the reply's grammar (no grammar: free text).
+  runtime::GuidedReply guided;
   std::string id;
   int64_t created = 0;
 };
@@ -127,6 +130,7 @@ class Service {
                                        Api api);
   // The prompt of a chat request rendered in the model's format (400 when it cannot be).
   tokenizer::RenderedChat render(const ChatRequest& c, const tokenizer::ChatOptions& co) const;
+  runtime::GuidedReply guided_format(const Json& response_format, bool thinking) const;
   // Publishes the store's counters for the telemetry stream (on the generating thread).
   void publish_store_counters();
   std::string new_id(const char* prefix);

@@ -1,0 +1,87 @@
+#include "runtime/grammar_constraint.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sluice::runtime {
+
+std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Tokenizer& tok, int64_t vocab_size) {
+  // The model's vocabulary may be padded past the tokenizer's: those ids have no bytes.
+  const int32_t n = int32_t(std::max<int64_t>(vocab_size, tok.vocab_size()));
+  std::vector<std::string_view> bytes(static_cast<size_t>(n));
+  std::vector<bool> special(static_cast<size_t>(n), false);
+  for (int32_t id = 0; id < std::min<int32_t>(n, tok.vocab_size()); ++id) {
+    special[size_t(id)] = tok.is_special(id);
+    if (!special[size_t(id)]) bytes[size_t(id)] = tok.token_bytes(id);
+  }
+  return std::make_shared<const guide::Vocabulary>(bytes, special);
+}
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab,
+                                     std::shared_ptr<const guide::Grammar> grammar, std::vector<int32_t> eos_ids,
+                                     int32_t starts_after)
+    : vocab_(std::move(vocab)),
+      matcher_(std::move(grammar)),
+      eos_(std::move(eos_ids)),
+      starts_after_(starts_after),
+      active_(starts_after < 0) {
+  SLUICE_CHECK(!eos_.empty(), "guided decoding needs the model's end-of-sequence token (config.json eos_token_id)");
+}
+
+bool GrammarConstraint::is_eos(int32_t t) const { return std::find(eos_.begin(), eos_.end(), t) != eos_.end(); }
+
+void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {
+  ++masks_;
+  auto set = [&](int32_t t) {
+    if (t >= 0 && size_t(t >> 6) < bits.size()) bits[size_t(t >> 6)] |= uint64_t(1) << (t & 63);
+  };
+  if (ended_) {  // nothing follows the end; keep the end so a caller always has a token
+    std::fill(bits.begin(), bits.end(), 0);
+    for (int32_t e : eos_) set(e);
+    return;
+  }
+  if (!active_) {
+    std::fill(bits.begin(), bits.end(), ~uint64_t(0));
+    for (int32_t e : eos_) bits[size_t(e >> 6)] &= ~(uint64_t(1) << (e & 63));
+    return;
+  }
+  vocab_->allowed(matcher_, bits, cache_);
+  for (int32_t e : eos_) {  // an end token is the grammar's only where the sentence is complete
+    bits[size_t(e >> 6)] &= ~(uint64_t(1) << (e & 63));
+    if (matcher_.can_end()) set(e);
+  }
+}
+
+bool GrammarConstraint::allows(int32_t t) {
+  if (ended_) return is_eos(t);
+  if (is_eos(t)) return active_ && matcher_.can_end();
+  if (!active_) return true;
+  return vocab_->allows(matcher_, t);
+}
+
+void GrammarConstraint::accept(int32_t t) {
+  SLUICE_CHECK(allows(t), "guided decoding: token ", t, " is not allowed here");
+  if (is_eos(t)) {
+    ended_ = true;
+  } else if (!active_) {
+    active_ = t == starts_after_;
+  } else {
+    vocab_->accept(matcher_, t);
+  }
+}
+
+void GrammarConstraint::save() {
+  saved_ = matcher_.snapshot();
+  saved_active_ = active_;
+  saved_ended_ = ended_;
+}
+
+void GrammarConstraint::restore() {
+  matcher_.restore(saved_);
+  active_ = saved_active_;
+  ended_ = saved_ended_;
+}
+
+}  // namespace sluice::runtime

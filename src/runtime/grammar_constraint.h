@@ -1,0 +1,58 @@
+// A grammar as a token constraint (runtime/constraint.h) over a tokenizer's vocabulary: the tokens
+// allowed next are those the grammar's matcher accepts (guide/token_mask.h), plus the model's
+// end-of-sequence tokens where the grammar may end; once the grammar can take nothing more, only
+// those. A reply may open with a free part the grammar does not see (a reasoning block): until
+// the token `starts_after` is chosen anything but an end-of-sequence token is allowed, and the
+// grammar applies from the token after it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "guide/matcher.h"
+#include "guide/token_mask.h"
+#include "runtime/constraint.h"
+
+namespace sluice::tokenizer {
+class Tokenizer;
+}
+
+namespace sluice::runtime {
+
+// The tokenizer's tokens as the guide sees them: raw bytes, and special tokens (the tokenizer's
+// `special` ones) matched only by <[id]> terminals. Built once per tokenizer (tens of ms at 160k).
+std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Tokenizer& tokenizer, int64_t vocab_size);
+
+class GrammarConstraint : public TokenConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab, std::shared_ptr<const guide::Grammar> grammar,
+                    std::vector<int32_t> eos_ids, int32_t starts_after = -1);
+  void allowed(std::vector<uint64_t>& bits) override;
+  bool allows(int32_t token) override;
+  void accept(int32_t token) override;
+  void save() override;
+  void restore() override;
+
+  bool in_grammar() const { return active_; }
+  // The grammar's input so far is complete (the reply may end here).
+  bool complete() const { return active_ && matcher_.can_end(); }
+  // Masks computed (full vocabulary walks), for --stats and the benchmark.
+  uint64_t masks() const { return masks_; }
+
+ private:
+  bool is_eos(int32_t t) const;
+
+  std::shared_ptr<const guide::Vocabulary> vocab_;
+  guide::Matcher matcher_;
+  guide::MaskCache cache_;
+  std::vector<int32_t> eos_;
+  int32_t starts_after_;
+  bool active_;
+  bool ended_ = false;  // an end-of-sequence token was accepted
+  guide::MatcherState saved_;
+  bool saved_active_ = false, saved_ended_ = false;
+  uint64_t masks_ = 0;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,203 @@
+// Guided replies on the built-in default model (Kimi K3 format): with tool_choice required, every
+// reply the model finishes is one or more tool calls that K3's own reply parser recovers, naming
+// a given tool, with arguments valid against that tool's schema, checked by an independent
+// validator (python-jsonschema, tools/guide_schema_check.py); response_format replies are JSON
+// valid against their schema. Greedy and sampled, over 20 tool schemas of the kinds coding agents
+// send. The target chooses every token among the allowed ones.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "guide/json_schema.h"
+#include "model_test_util.h"
+#include "runtime/engine.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/guided_reply.h"
+#include "tokenizer/chat.h"
+
+namespace sluice {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::string kTarget = std::string(SLUICE_SOURCE_DIR) + "/models/default/target";
+
+// Twenty parameter schemas: strings, numbers, enums, nesting, arrays, optional fields, anyOf,
+// const, formats, $ref and none at all.
+std::vector<runtime::GuidedTool> agent_tools() {
+  const char* specs[][2] = {
+      {"get_weather", R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false})"},
+      {"add", R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false})"},
+      {"search", R"({"type":"object","properties":{"query":{"type":"string","minLength":1},"limit":{"type":"integer"}},"required":["query"],"additionalProperties":false})"},
+      {"read_file", R"({"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"length":{"type":"integer"}},"required":["path"],"additionalProperties":false})"},
+      {"write_file", R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false})"},
+      {"run_shell", R"({"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"background":{"type":"boolean"}},"required":["command"],"additionalProperties":false})"},
+      {"edit", R"({"type":"object","properties":{"path":{"type":"string"},"edits":{"type":"array","items":{"type":"object","properties":{"old":{"type":"string"},"new":{"type":"string"}},"required":["old","new"],"additionalProperties":false},"minItems":1,"maxItems":4}},"required":["path","edits"],"additionalProperties":false})"},
+      {"set_flags", R"({"type":"object","properties":{"flags":{"type":"array","items":{"type":"boolean"},"maxItems":5}},"required":["flags"],"additionalProperties":false})"},
+      {"create_event", R"({"type":"object","properties":{"title":{"type":"string","maxLength":40},"date":{"type":"string","format":"date"},"time":{"type":"string","format":"time"}},"required":["title","date"],"additionalProperties":false})"},
+      {"lookup_id", R"({"type":"object","properties":{"id":{"type":"string","format":"uuid"}},"required":["id"],"additionalProperties":false})"},
+      {"set_mode", R"({"type":"object","properties":{"mode":{"const":"fast"},"level":{"enum":[1,2,3]}},"required":["mode","level"],"additionalProperties":false})"},
+      {"move", R"({"type":"object","properties":{"to":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"],"additionalProperties":false}},"required":["to"],"additionalProperties":false})"},
+      {"notify", R"({"type":"object","properties":{"target":{"anyOf":[{"type":"string"},{"type":"integer"}]},"urgent":{"type":"boolean"}},"required":["target"],"additionalProperties":false})"},
+      {"tag", R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":12},"minItems":1,"maxItems":3}},"required":["tags"],"additionalProperties":false})"},
+      {"no_args", R"({"type":"object","properties":{},"additionalProperties":false})"},
+      {"any_args", "null"},
+      {"nullable", R"({"type":"object","properties":{"note":{"type":["string","null"]}},"required":["note"],"additionalProperties":false})"},
+      {"tree", R"({"$defs":{"node":{"type":"object","properties":{"name":{"type":"string","maxLength":8},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["name"],"additionalProperties":false}},"type":"object","properties":{"root":{"$ref":"#/$defs/node"}},"required":["root"],"additionalProperties":false})"},
+      {"schedule", R"({"type":"object","properties":{"at":{"type":"string","format":"date-time"},"repeat":{"enum":["daily","weekly",null]}},"required":["at","repeat"],"additionalProperties":false})"},
+      {"pair", R"({"type":"object","properties":{"p":{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}},"required":["p"],"additionalProperties":false})"},
+  };
+  std::vector<runtime::GuidedTool> tools;
+  for (const auto& s : specs) tools.push_back({s[0], Json::parse(s[1])});
+  return tools;
+}
+
+Json openai_tools(const std::vector<runtime::GuidedTool>& tools) {
+  Json out = Json::array();
+  for (const auto& t : tools) {
+    Json fn = {{"name", t.name}, {"description", "Calls " + t.name + "."}};
+    fn["parameters"] = t.parameters.is_null() ? Json{{"type", "object"}} : t.parameters;
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return out;
+}
+
+class GuidedReplyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runtime::EngineOptions eo;
+    eo.model_dir = kTarget;
+    eo.draft = "off";
+    engine_ = runtime::Engine::load(eo);
+    tok_ = engine_->tokenizer();
+  }
+  // Generates a reply to `user` under `guided`; its ids.
+  runtime::GenerateResult generate(const std::string& user, const Json& tools, const runtime::GuidedReply& guided,
+                                   double temperature, uint64_t seed, int64_t max_new, bool thinking = false) {
+    tokenizer::ChatOptions co;
+    co.thinking = thinking;
+    co.tools = tools;
+    const Json messages = Json::array({{{"role", "user"}, {"content", user}}});
+    const auto rendered = tokenizer::render_chat(*tok_, tokenizer::ChatFormat::kimi_k3, messages, co);
+    runtime::GrammarConstraint constraint(engine_->guide_vocabulary(), guided.grammar, engine_->info().eos_token_ids,
+                                          guided.starts_after);
+    runtime::GenerateOptions o{.max_new = max_new, .constraint = &constraint};
+    o.sampling = {.temperature = temperature, .seed = seed};
+    auto session = engine_->new_session(false);
+    return session->generate(rendered.ids, o);
+  }
+  std::unique_ptr<runtime::Engine> engine_;
+  const tokenizer::Tokenizer* tok_ = nullptr;
+};
+
+// Writes schema and documents for tools/guide_schema_check.py; false when a document is invalid.
+// Skips (returns true, sets *ran false) when python3 with jsonschema is missing.
+bool independently_valid(const Json& schema, const std::vector<std::string>& docs, const std::string& tag, bool* ran) {
+  *ran = std::system("python3 -c 'import jsonschema' >/dev/null 2>&1") == 0;
+  if (!*ran || docs.empty()) return true;
+  const auto dir = std::filesystem::temp_directory_path() / ("sluice-guided-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto s = dir / (tag + ".schema.json"), d = dir / (tag + ".jsonl");
+  std::ofstream(s) << (schema.is_null() ? Json{{"type", "object"}} : schema).dump();
+  {
+    std::ofstream out(d);
+    for (const auto& doc : docs) out << Json::parse(doc).dump() << "\n";  // one line each, the same value
+  }
+  const std::string cmd = "python3 '" + std::string(SLUICE_SOURCE_DIR) + "/tools/guide_schema_check.py' '" +
+                          s.string() + "' '" + d.string() + "' >'" + (dir / (tag + ".out")).string() + "' 2>&1";
+  const bool ok = std::system(cmd.c_str()) == 0;
+  if (!ok) {
+    std::ifstream in(dir / (tag + ".out"));
+    std::cerr << in.rdbuf();
+  }
+  std::filesystem::remove_all(dir);
+  return ok;
+}
+
+// Every call K3's parser recovers, from finished replies and from replies cut at max_new (the
+// calls completed before the cut), names an offered tool and has schema-valid arguments. One
+// call per reply (parallel_tool_calls false) and any number; each tool offered alone, and five
+// times all twenty at once.
+TEST_F(GuidedReplyTest, RequiredToolCallsParseAndMatchTheirSchemas) {
+  const auto tools = agent_tools();
+  ASSERT_EQ(tools.size(), 20u);
+  int runs = 0, finished = 0, calls = 0;
+  bool ran = false;
+  std::map<std::string, std::vector<std::string>> args_by_tool;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    for (bool all : {false, true}) {
+      if (all && i % 4 != 0) continue;
+      const std::vector<runtime::GuidedTool> offered = all ? tools : std::vector<runtime::GuidedTool>{tools[i]};
+      const bool parallel = i % 2 == 1;
+      const auto guided = runtime::guided_tool_calls(*tok_, tokenizer::ChatFormat::kimi_k3, false, offered, parallel);
+      for (double temperature : {0.0, 1.0}) {
+        const auto r = generate("Please use " + tools[i].name + " now.", openai_tools(offered), guided, temperature,
+                                100 + i, 200);
+        ++runs;
+        const auto reply = tokenizer::parse_reply(*tok_, tokenizer::ChatFormat::kimi_k3, r.generated);
+        EXPECT_EQ(reply.content, "");
+        if (r.stop_reason == "eos") {
+          ++finished;
+          EXPECT_TRUE(reply.complete);
+          EXPECT_FALSE(reply.tool_calls.empty()) << tok_->decode(r.generated);
+          if (!parallel) {
+            EXPECT_EQ(reply.tool_calls.size(), 1u);
+          }
+        } else if (std::getenv("SLUICE_GUIDED_SHOW")) {
+          std::printf("[unfinished] %s\n", tok_->decode(r.generated).c_str());
+        }
+        for (const auto& call : reply.tool_calls) {
+          ++calls;
+          const auto named = std::find_if(offered.begin(), offered.end(), [&](const auto& t) { return t.name == call.name; });
+          ASSERT_NE(named, offered.end()) << "called " << call.name;
+          const auto args = Json::parse(call.arguments, nullptr, false);
+          ASSERT_FALSE(args.is_discarded()) << call.arguments;
+          ASSERT_TRUE(args.is_object()) << call.arguments;
+          args_by_tool[call.name].push_back(call.arguments);
+        }
+      }
+    }
+  }
+  for (const auto& [name, docs] : args_by_tool) {
+    const auto t = std::find_if(tools.begin(), tools.end(), [&](const auto& x) { return x.name == name; });
+    EXPECT_TRUE(independently_valid(t->parameters, docs, name, &ran)) << name;
+  }
+  std::printf("[guided] %d replies (%d finished), %d calls of %zu tools, independent validator %s\n", runs, finished,
+              calls, args_by_tool.size(), ran ? "ran" : "missing (python3 jsonschema)");
+  EXPECT_GE(calls, runs);          // about one call a reply at least, even with cuts
+  EXPECT_GE(args_by_tool.size(), 15u);  // most tools were called
+}
+
+TEST_F(GuidedReplyTest, ResponseFormatRepliesAreSchemaValidJson) {
+  const Json schema = Json::parse(
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":20},"age":{"type":"integer"},"email":{"type":["string","null"]}},"required":["name","age"],"additionalProperties":false})");
+  std::vector<std::string> docs;
+  int runs = 0;
+  for (bool thinking : {false}) {
+    const auto guided = runtime::guided_reply(*tok_, tokenizer::ChatFormat::kimi_k3, thinking,
+                                              guide::json_schema_gbnf(schema, "content-"));
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      const auto r = generate("Describe a person.", nullptr, guided, seed == 0 ? 0.0 : 1.0, seed, 300, thinking);
+      ++runs;
+      if (r.stop_reason != "eos") continue;
+      const auto reply = tokenizer::parse_reply(*tok_, tokenizer::ChatFormat::kimi_k3, r.generated);
+      EXPECT_TRUE(reply.complete);
+      EXPECT_TRUE(reply.tool_calls.empty());
+      const auto doc = Json::parse(reply.content, nullptr, false);
+      ASSERT_FALSE(doc.is_discarded()) << reply.content;
+      docs.push_back(reply.content);
+    }
+  }
+  EXPECT_GE(docs.size(), size_t(runs) * 3 / 4);
+  bool ran = false;
+  EXPECT_TRUE(independently_valid(schema, docs, "person", &ran));
+}
+
+}  // namespace
+}  // namespace sluice
