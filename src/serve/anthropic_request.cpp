@@ -238,19 +238,29 @@ Json convert_tools(const Json& tools) {
 }
 
 // {"type": "auto"|"any"|"none"|"tool", "name"?, "disable_parallel_tool_use"?} -> OpenAI's
-// auto / required / none ("" when not given).
-std::string convert_tool_choice(const Json& tc, bool have_tools) {
+// auto / required / none, the named tool ("tool") and whether several calls may be made.
+void convert_tool_choice(const Json& tc, ChatRequest& c) {
   if (!tc.is_object()) wrong_type("tool_choice", tc, "an object");
   const std::string& type = string_field(tc, "tool_choice", "type");
-  if (type == "tool") unsupported("tool_choice.type", "forcing one named tool is not supported (auto, any or none).");
-  if (type != "auto" && type != "any" && type != "none")
+  if (type != "auto" && type != "any" && type != "none" && type != "tool")
     bad("tool_choice.type", "'" + type + "' is not a tool choice (auto, any, tool or none).");
-  only_fields(tc, "tool_choice", type == "none" ? std::set<std::string>{"type"}
-                                                : std::set<std::string>{"type", "disable_parallel_tool_use"});
-  if (const Json* d = field(tc, "disable_parallel_tool_use"); d && !d->is_boolean())
-    wrong_type("tool_choice.disable_parallel_tool_use", *d, "a boolean");
-  if (type == "any" && !have_tools) bad("tool_choice", "tool_choice 'any' needs tools.");
-  return type == "any" ? "required" : type;
+  only_fields(tc, "tool_choice",
+              type == "none"   ? std::set<std::string>{"type"}
+              : type == "tool" ? std::set<std::string>{"type", "name", "disable_parallel_tool_use"}
+                               : std::set<std::string>{"type", "disable_parallel_tool_use"});
+  if (const Json* d = field(tc, "disable_parallel_tool_use")) {
+    if (!d->is_boolean()) wrong_type("tool_choice.disable_parallel_tool_use", *d, "a boolean");
+    c.parallel_tool_calls = !d->get<bool>();
+  }
+  if ((type == "any" || type == "tool") && c.tools.is_null()) bad("tool_choice", "tool_choice '" + type + "' needs tools.");
+  if (type == "tool") {
+    const std::string& name = string_field(tc, "tool_choice", "name");
+    bool known = false;
+    for (const Json& t : c.tools) known = known || t["function"]["name"] == name;
+    if (!known) bad("tool_choice.name", "'" + name + "' is not among the tools.");
+    c.tool_name = name;
+  }
+  c.tool_choice = type == "any" || type == "tool" ? "required" : type;
 }
 
 MessagesRequest::Thinking convert_thinking(const Json& th, int64_t max_tokens) {
@@ -356,7 +366,7 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& li
   }
   if (const Json* tools = field(body, "tools")) c.tools = convert_tools(*tools);
   if (const Json* tc = field(body, "tool_choice")) {
-    c.tool_choice = convert_tool_choice(*tc, !c.tools.is_null());
+    convert_tool_choice(*tc, c);
     if (c.tool_choice == "auto") c.tool_choice.clear();
   }
   if (const Json* th = field(body, "thinking")) r.thinking = convert_thinking(*th, c.max_tokens);

@@ -37,10 +37,11 @@ tokenizer::ChatOptions chat_options_for(ChatFormat format, const ChatRequest& c)
       if (!effort.empty() && effort != "none")
         invalid("reasoning_effort", "Qwen3 models have no thinking effort; give 'none' (thinking off) or leave it out.",
                 "unsupported_value");
-      // No template control, but guided decoding enforces a response format all the same.
-      if (c.tool_choice == "none" || c.tool_choice == "required")
-        invalid("tool_choice", "Qwen3's chat format has no tool_choice control; give 'auto' or leave it out.",
-                "unsupported_value");
+      // No template control, but guided decoding enforces a response format and required tool
+      // calls all the same ("none" would need the template to say it).
+      if (c.tool_choice == "none")
+        invalid("tool_choice", "Qwen3's chat format has no tool_choice control for 'none'; give 'auto', 'required' or "
+                "leave it out.", "unsupported_value");
       break;
     case ChatFormat::gpt_oss:
       if (effort == "none" || effort == "max")

@@ -350,19 +350,37 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
   require_null_or(body, "service_tier",
                   [](const Json& v) { return v.is_string() && (v == "auto" || v == "default"); }, "auto or default");
   require_null_or(body, "modalities", [](const Json& v) { return v == Json::array({"text"}); }, "[\"text\"]");
-  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null() && !p->is_boolean())
-    wrong_type("parallel_tool_calls", *p, "a boolean");
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) wrong_type("parallel_tool_calls", *p, "a boolean");
+    r.parallel_tool_calls = p->get<bool>();
+  }
   r.tools = validate_tools(body.contains("tools") ? body["tools"] : Json(nullptr));
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (!tc->is_string())
-      unsupported("tool_choice", "Unsupported 'tool_choice': this server supports auto, none and required.");
-    std::string v = tc->get<std::string>();
-    if (v != "auto" && v != "none" && v != "required")
-      invalid("tool_choice", "Invalid value for 'tool_choice': '" + v + "' (supported: auto, none, required).",
-              "invalid_value");
-    if (v == "required" && r.tools.is_null())
-      invalid("tool_choice", "'tool_choice' is 'required' but no tools were given.", "invalid_value");
-    r.tool_choice = v;
+    if (tc->is_object()) {  // {"type": "function", "function": {"name": NAME}}: that tool must be called
+      const auto fn = tc->find("function");
+      if (tc->value("type", Json()) != "function" || fn == tc->end() || !fn->is_object() || !fn->contains("name") ||
+          !(*fn)["name"].is_string() || tc->size() != 2 || fn->size() != 1)
+        invalid("tool_choice",
+                "A named 'tool_choice' is {\"type\": \"function\", \"function\": {\"name\": NAME}}.", "invalid_value");
+      const std::string name = (*fn)["name"].get<std::string>();
+      bool known = false;
+      if (r.tools.is_array())
+        for (const Json& t : r.tools) known = known || t["function"]["name"] == name;
+      if (!known)
+        invalid("tool_choice", "'tool_choice' names '" + name + "', which is not among the tools.", "invalid_value");
+      r.tool_choice = "required";
+      r.tool_name = name;
+    } else {
+      if (!tc->is_string())
+        unsupported("tool_choice", "Unsupported 'tool_choice': give auto, none, required or a named function.");
+      std::string v = tc->get<std::string>();
+      if (v != "auto" && v != "none" && v != "required")
+        invalid("tool_choice", "Invalid value for 'tool_choice': '" + v + "' (supported: auto, none, required).",
+                "invalid_value");
+      if (v == "required" && r.tools.is_null())
+        invalid("tool_choice", "'tool_choice' is 'required' but no tools were given.", "invalid_value");
+      r.tool_choice = v;
+    }
   }
   if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())

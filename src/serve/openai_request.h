@@ -56,6 +56,8 @@ struct ChatRequest : CommonRequest {
   Json tools = nullptr;           // validated array or null
   std::string reasoning_effort;   // "" (not given), low, medium, high, max, or none (thinking off)
   std::string tool_choice;        // "", auto, none, required
+  std::string tool_name;          // required: only this tool (OpenAI's named function, Anthropic's "tool")
+  bool parallel_tool_calls = true;  // required: one or more calls (false: exactly one)
   Json response_format = nullptr; // null (text) or json_object / json_schema
 };
 

@@ -252,6 +252,25 @@ runtime::GuidedReply Service::guided_format(const Json& response_format, bool th
   }
 }
 
+// The grammar of a reply that must call tools (tool_choice required / any / a named tool): calls
+// of the offered tools (or the named one) with arguments valid against their parameters.
+runtime::GuidedReply Service::guided_tools(const ChatRequest& c, bool thinking) const {
+  std::vector<runtime::GuidedTool> tools;
+  for (const Json& t : c.tools) {
+    const Json& fn = t["function"];
+    const std::string name = fn["name"].get<std::string>();
+    if (!c.tool_name.empty() && name != c.tool_name) continue;
+    runtime::GuidedTool g{name, nullptr};
+    if (fn.contains("parameters")) g.parameters = nlohmann::ordered_json::parse(fn["parameters"].dump());
+    tools.push_back(std::move(g));
+  }
+  try {
+    return runtime::guided_tool_calls(*tokenizer_, *format_, thinking, tools, c.parallel_tool_calls);
+  } catch (const Error& e) {
+    invalid("tool_choice", std::string("The tool calls cannot be enforced: ") + e.what(), "unsupported_value");
+  }
+}
+
 PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOptions co,
                                               const std::function<void()>& admit, Api api) {
   if (admit) admit();
@@ -263,6 +282,7 @@ PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOpti
   tokenizer::RenderedChat rendered = render(c, co);
   p.prompt = std::move(rendered.ids);
   if (c.response_format.is_object()) p.guided = guided_format(c.response_format, co.thinking);
+  if (c.tool_choice == "required") p.guided = guided_tools(c, co.thinking);
   fill_common(p, c, true, rendered.too_long);
   p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
   return p;

@@ -131,6 +131,7 @@ class Service {
   // The prompt of a chat request rendered in the model's format (400 when it cannot be).
   tokenizer::RenderedChat render(const ChatRequest& c, const tokenizer::ChatOptions& co) const;
   runtime::GuidedReply guided_format(const Json& response_format, bool thinking) const;
+  runtime::GuidedReply guided_tools(const ChatRequest& c, bool thinking) const;
   // Publishes the store's counters for the telemetry stream (on the generating thread).
   void publish_store_counters();
   std::string new_id(const char* prefix);

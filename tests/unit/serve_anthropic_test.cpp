@@ -111,8 +111,15 @@ TEST(ServeAnthropic, RefusesWhatItCannotDoNamingTheField) {
   EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tools":[{"type":"web_search_20250305","name":"w"}],)" + hi + "}"),
             "400|tools.0.type");
   EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tools":[{"name":"f"}],)" + hi + "}"), "400|tools.0.input_schema");
+  // A named tool must be among the tools (and there must be tools).
   EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tool_choice":{"type":"tool","name":"f"},)" + hi + "}"),
-            "400|tool_choice.type");
+            "400|tool_choice");
+  EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tools":[{"name":"g","input_schema":{"type":"object"}}],)"
+                  R"("tool_choice":{"type":"tool","name":"f"},)" + hi + "}"),
+            "400|tool_choice.name");
+  EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tools":[{"name":"g","input_schema":{"type":"object"}}],)"
+                  R"("tool_choice":{"type":"tool"},)" + hi + "}"),
+            "400|tool_choice.name");
   EXPECT_EQ(param(R"({"model":"tiny","max_tokens":9,"tool_choice":{"type":"any"},)" + hi + "}"), "400|tool_choice");
   EXPECT_EQ(param(R"({"model":"tiny","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":100},)" + hi + "}"),
             "400|thinking.budget_tokens");
@@ -156,7 +163,10 @@ TEST(ServeAnthropic, ThinkingAndToolChoicePerFormat) {
   const MessagesRequest any = with(R"(,"tool_choice":{"type":"any"})");
   EXPECT_EQ(messages_chat_options(ChatFormat::kimi_k3, any).tool_choice, "required");
   EXPECT_EQ(messages_chat_options(ChatFormat::kimi_k3, with(R"(,"tool_choice":{"type":"none"})")).tool_choice, "none");
-  EXPECT_EQ(refusal(ChatFormat::qwen3, any), "tool_choice");
+  // Qwen3's template cannot say it, but guided decoding enforces required calls.
+  EXPECT_EQ(refusal(ChatFormat::qwen3, any), "");
+  EXPECT_EQ(refusal(ChatFormat::qwen3, with(R"(,"tool_choice":{"type":"none"})")), "tool_choice");
+  EXPECT_EQ(refusal(ChatFormat::deepseek_v3_0324, any), "tool_choice");
   EXPECT_FALSE(messages_chat_options(ChatFormat::qwen3, with("")).tools.is_null());
 }
 

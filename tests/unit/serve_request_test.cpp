@@ -75,6 +75,16 @@ TEST(ServeRequest, ToolsAndToolHistoryRoundTrip) {
   ASSERT_TRUE(r.tools.is_array());
   EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(r.messages[2]["tool_call_id"], "call_1");
+  EXPECT_TRUE(r.tool_name.empty());
+  EXPECT_TRUE(r.parallel_tool_calls);
+  // A named function is a required call of that tool; parallel_tool_calls false asks for one call.
+  auto n = parse_chat_request(parse_body(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],
+      "tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false,
+      "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]})"),
+                              limits());
+  EXPECT_EQ(n.tool_choice, "required");
+  EXPECT_EQ(n.tool_name, "get_weather");
+  EXPECT_FALSE(n.parallel_tool_calls);
 }
 
 TEST(ServeRequest, UnknownAndUnsupportedFieldsAre400) {
@@ -101,7 +111,12 @@ TEST(ServeRequest, UnknownAndUnsupportedFieldsAre400) {
       {"{" + m + R"(,"logit_bias":{"1":2}})", "logit_bias", "unsupported_value"},
       {"{" + m + R"(,"logprobs":true})", "logprobs", "unsupported_value"},
       {"{" + m + R"(,"reasoning_effort":"extreme"})", "reasoning_effort", "invalid_value"},
-      {"{" + m + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})", "tool_choice", "unsupported_value"},
+      {"{" + m + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})", "tool_choice", "invalid_value"},
+      {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"f"}}})",
+       "tool_choice", "invalid_value"},
+      {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"},"x":1}})",
+       "tool_choice", "invalid_value"},
+      {"{" + m + R"(,"tool_choice":7})", "tool_choice", "unsupported_value"},
       {"{" + m + R"(,"tool_choice":"required"})", "tool_choice", "invalid_value"},
       {"{" + m + R"(,"response_format":{"type":"yaml"}})", "response_format.type", "invalid_value"},
       {"{" + m + R"(,"response_format":{"type":"json_object","strict":true}})", "response_format.strict", "unknown_parameter"},

@@ -143,6 +143,57 @@ test('state reuse: an extension of the last tape is continued and reported as ca
   assert.equal(fresh.choices[0].text, cont.choices[0].text, 'reuse is exact');
 });
 
+// Guided decoding: schemas without free strings, so even random weights finish a reply quickly;
+// the checks below are the schemas' own rules, spelled out.
+const shape = { type: 'object', additionalProperties: false, required: ['unit', 'count', 'ok'],
+  properties: { unit: { enum: ['c', 'f'] }, count: { type: 'integer' }, ok: { type: 'boolean' } } };
+function matchesShape(v) {
+  return v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).every((k) => k in shape.properties) &&
+    ['c', 'f'].includes(v.unit) && Number.isInteger(v.count) && typeof v.ok === 'boolean';
+}
+const shapeTools = [
+  { type: 'function', function: { name: 'measure', parameters: shape, strict: true } },
+  { type: 'function', function: { name: 'toggle', parameters: { type: 'object', additionalProperties: false,
+    required: ['on'], properties: { on: { type: 'boolean' } } } } }];
+
+test('guided: parse with a strict json_schema returns the parsed object, greedy and sampled', async () => {
+  for (const temperature of [0, 1]) {
+    const r = await client.chat.completions.parse({ model, messages: hi, max_tokens: 200, temperature, seed: 7,
+      reasoning_effort: 'none', response_format: { type: 'json_schema', json_schema: { name: 'shape', strict: true, schema: shape } } });
+    assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].message.content);
+    assert.ok(matchesShape(r.choices[0].message.parsed), r.choices[0].message.content);
+  }
+  const o = await client.chat.completions.create({ model, messages: hi, max_tokens: 200, temperature: 0,
+    reasoning_effort: 'none', response_format: { type: 'json_object' } });
+  if (o.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+  await assert.rejects(client.chat.completions.create({ model, messages: hi, response_format: { type: 'json_schema',
+    json_schema: { name: 'n', schema: { type: 'integer', minimum: 3 } } } }),
+  (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.json_schema.schema' && /minimum/.test(e.message));
+});
+
+test('guided: tool_choice required, named and single calls give schema-valid arguments', async () => {
+  const base = { model, messages: hi, tools: shapeTools, max_tokens: 300, reasoning_effort: 'none' };
+  for (const [extra, name, single] of [
+    [{ tool_choice: 'required', temperature: 0 }, null, false],
+    [{ tool_choice: 'required', temperature: 1, seed: 3, parallel_tool_calls: false }, null, true],
+    [{ tool_choice: { type: 'function', function: { name: 'measure' } }, temperature: 1, seed: 5 }, 'measure', false]]) {
+    const r = await client.chat.completions.create({ ...base, ...extra });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+    assert.ok(c.message.tool_calls.length >= 1);
+    if (single) assert.equal(c.message.tool_calls.length, 1);
+    for (const call of c.message.tool_calls) {
+      if (name) assert.equal(call.function.name, name);
+      const args = JSON.parse(call.function.arguments);
+      if (call.function.name === 'measure') assert.ok(matchesShape(args), call.function.arguments);
+      else assert.deepEqual(Object.keys(args), ['on']);
+    }
+  }
+  const streamed = await collect(await client.chat.completions.create({ ...base, tool_choice: 'required', temperature: 0, stream: true }));
+  assert.deepEqual(streamed.finish, ['tool_calls']);
+  assert.ok(streamed.toolCalls.length >= 1);
+});
+
 test('errors: typed OpenAI errors with param and code', async () => {
   await assert.rejects(client.chat.completions.create({ model, messages: hi, n: 2 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
