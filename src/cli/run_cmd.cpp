@@ -378,6 +378,9 @@ int run(RunArgs& a) {
                                    {"arguments", tokenizer::utf8_replace_invalid(c.arguments)}});
     }
     if (a.top_logits > 0) j["top_logits"] = std::move(top_logits);
+    if (constraint)
+      j["guided"] = {{"masks", constraint->masks()}, {"wait_ms", constraint->wait_seconds() * 1e3},
+                     {"complete", constraint->complete()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     if (reply) {
@@ -404,6 +407,11 @@ int run(RunArgs& a) {
                    drafter->name(), (long long)r.steps, (long long)r.proposed, (long long)r.accepted,
                    r.proposed ? 100.0 * r.accepted / r.proposed : 0.0,
                    r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
+    if (constraint)
+      std::fprintf(stderr, "[guided] masks=%llu waited=%.1f ms (%.1f%% of decode) complete=%s\n",
+                   (unsigned long long)constraint->masks(), constraint->wait_seconds() * 1e3,
+                   100.0 * constraint->wait_seconds() * 1e3 / std::max(r.decode_ms, 1e-9),
+                   constraint->complete() ? "yes" : "no");
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());
   }
   if (interrupted) {

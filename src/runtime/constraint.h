@@ -24,6 +24,9 @@ class TokenConstraint {
   // One saved position: a verify pass judges drafts one after another from a copy of it.
   virtual void save() = 0;
   virtual void restore() = 0;
+  // A hint that allowed() will be asked at the current position after the pass that is about to
+  // run: a constraint may compute it meanwhile (off the critical path). Never changes an answer.
+  virtual void prepare() {}
 };
 
 inline bool bit(const std::vector<uint64_t>& bits, int64_t t) { return (bits[size_t(t >> 6)] >> (t & 63)) & 1; }

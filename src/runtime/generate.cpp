@@ -169,6 +169,9 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
 
     const int32_t pending = history.back();
     const int64_t first = state.length();
+    // Sampling needs the whole mask at every step (greedy usually checks one token): it is
+    // computed while the pass runs.
+    if (guide && !opt.sampling.greedy() && drafts.empty()) guide->prepare();
     if (drafts.empty()) {
       m.forward(state, std::span<const int32_t>(&pending, 1), with_capture({}, 1), logits.data());
       hand_over(first, 1);

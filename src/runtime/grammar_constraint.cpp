@@ -1,6 +1,7 @@
 #include "runtime/grammar_constraint.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -32,7 +33,42 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vo
 
 bool GrammarConstraint::is_eos(int32_t t) const { return std::find(eos_.begin(), eos_.end(), t) != eos_.end(); }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+// Adds the time since construction to *total.
+struct Timed {
+  explicit Timed(double* total) : total_(total) {}
+  ~Timed() { *total_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  double* total_;
+  Clock::time_point start_ = Clock::now();
+};
+}  // namespace
+
+GrammarConstraint::~GrammarConstraint() { join(); }
+
+void GrammarConstraint::join() {
+  if (worker_.joinable()) worker_.join();
+}
+
+void GrammarConstraint::prepare() {
+  join();
+  ahead_.resize(size_t((vocab_->size() + 63) / 64));
+  ahead_ready_ = true;
+  worker_ = std::thread([this] { compute(ahead_); });
+}
+
 void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {
+  Timed t(&wait_s_);
+  join();
+  if (ahead_ready_ && ahead_.size() == bits.size()) {
+    bits = ahead_;
+    ahead_ready_ = false;
+    return;
+  }
+  compute(bits);
+}
+
+void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
   ++masks_;
   auto set = [&](int32_t t) {
     if (t >= 0 && size_t(t >> 6) < bits.size()) bits[size_t(t >> 6)] |= uint64_t(1) << (t & 63);
@@ -55,6 +91,8 @@ void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {
 }
 
 bool GrammarConstraint::allows(int32_t t) {
+  Timed timed(&wait_s_);
+  join();
   if (ended_) return is_eos(t);
   if (is_eos(t)) return active_ && matcher_.can_end();
   if (!active_) return true;
@@ -62,6 +100,9 @@ bool GrammarConstraint::allows(int32_t t) {
 }
 
 void GrammarConstraint::accept(int32_t t) {
+  Timed timed(&wait_s_);
+  join();
+  ahead_ready_ = false;  // the position moves
   SLUICE_CHECK(allows(t), "guided decoding: token ", t, " is not allowed here");
   if (is_eos(t)) {
     ended_ = true;
@@ -73,12 +114,15 @@ void GrammarConstraint::accept(int32_t t) {
 }
 
 void GrammarConstraint::save() {
+  join();
   saved_ = matcher_.snapshot();
   saved_active_ = active_;
   saved_ended_ = ended_;
 }
 
 void GrammarConstraint::restore() {
+  join();
+  ahead_ready_ = false;
   matcher_.restore(saved_);
   active_ = saved_active_;
   ended_ = saved_ended_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "guide/matcher.h"
@@ -33,15 +34,24 @@ class GrammarConstraint : public TokenConstraint {
   void accept(int32_t token) override;
   void save() override;
   void restore() override;
+  // Starts computing the mask of the current position on a thread of its own; the next call of
+  // any other method waits for it (allowed() then copies it).
+  void prepare() override;
+  ~GrammarConstraint() override;
 
   bool in_grammar() const { return active_; }
   // The grammar's input so far is complete (the reply may end here).
   bool complete() const { return active_ && matcher_.can_end(); }
-  // Masks computed (full vocabulary walks), for --stats and the benchmark.
+  // Masks computed (full vocabulary walks), for --stats and the benchmark, and the host time the
+  // caller waited in this constraint (masks, checks and steps; a mask computed ahead counts only
+  // for what was still left of it when asked for).
   uint64_t masks() const { return masks_; }
+  double wait_seconds() const { return wait_s_; }
 
  private:
   bool is_eos(int32_t t) const;
+  void compute(std::vector<uint64_t>& bits);  // the mask at the current position
+  void join();                                // waits for prepare()'s mask, if one is running
 
   std::shared_ptr<const guide::Vocabulary> vocab_;
   guide::Matcher matcher_;
@@ -53,6 +63,10 @@ class GrammarConstraint : public TokenConstraint {
   guide::MatcherState saved_;
   bool saved_active_ = false, saved_ended_ = false;
   uint64_t masks_ = 0;
+  double wait_s_ = 0;
+  std::thread worker_;
+  std::vector<uint64_t> ahead_;  // prepare()'s mask
+  bool ahead_ready_ = false;
 };
 
 }  // namespace sluice::runtime
