@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/utf8_encode.h"
 
 namespace sluice::gguf {
 namespace {
@@ -23,19 +24,6 @@ const std::array<uint32_t, 256>& byte_code_points() {
     return t;
   }();
   return table;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
 }
 
 // BPE over `token` allowing only ranks below `max_rank`; returns the parts.

@@ -67,7 +67,4 @@ struct Grammar {
 // rule, missing root, unterminated literal or class, bad escape, left recursion naming the rule).
 Grammar parse_gbnf(std::string_view text);
 
-// The UTF-8 encoding of code point cp (at most 0x10FFFF) appended to out.
-void append_utf8(std::string& out, uint32_t cp);
-
 }  // namespace sluice::guide
