@@ -40,7 +40,7 @@ TSAN_CMAKE = $(SAN_CMAKE)
 # shadow) does not let it do. crash_kill runs 6 kill points per command there (16 and every rename and unlink in make test).
 ASAN_EXCLUDE ?= TokenizerLargeInput|^e2e\.serve_load$$
 # The TSan build compiles only the unit sources that hold these suites (SLUICE_UNIT_TEST_SUITES).
-TSAN_SUITES ?= Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance
+TSAN_SUITES ?= Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance|GrammarConstraint
 TSAN_TESTS ?= ^($(TSAN_SUITES))|^e2e\.serve_(http|limits)$$
 export ASAN_OPTIONS ?= abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1

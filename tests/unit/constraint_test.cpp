@@ -6,7 +6,9 @@
 
 #include "model/arch/kimi.h"
 #include "model_test_util.h"
+#include "guide/grammar.h"
 #include "runtime/generate.h"
+#include "runtime/grammar_constraint.h"
 #include "runtime/speculate/drafter.h"
 
 namespace sluice {
@@ -164,6 +166,55 @@ TEST_F(ConstraintTest, SampledTokensAreAlwaysAllowedWithAndWithoutDrafts) {
     EXPECT_EQ(chain2.accepted, r2.generated);
     EXPECT_GT(chain2.masks, 0);
   }
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A grammar constraint's mask computed ahead on its own thread (prepare(), while a pass runs)
+// equals the one computed when asked, step after step; end tokens only where the grammar may end,
+// and nothing but them once it is finished. (In the TSan build too: the thread's reads of the
+// matcher race with nothing.)
+TEST(GrammarConstraint, MasksComputedAheadEqualMasksComputedWhenAsked) {
+  const std::vector<std::string> pieces = {"{", "}", "\"", "a", "b", "ab", ":", ",", " ", "1", "12", "\"a\"", "", ""};
+  std::vector<std::string_view> views(pieces.begin(), pieces.end());
+  std::vector<bool> special(views.size(), false);
+  special[12] = special[13] = true;  // 12: a special token; 13: the end token
+  auto vocab = std::make_shared<const guide::Vocabulary>(views, special);
+  auto grammar = std::make_shared<const guide::Grammar>(guide::parse_gbnf(
+      R"(root ::= "{" ( pair ( "," pair )* )? "}"
+pair ::= "\"" [ab]+ "\"" ":" " "? [0-9]+)"));
+  runtime::GrammarConstraint ahead(vocab, grammar, {13}), asked(vocab, grammar, {13});
+  std::vector<uint64_t> a(1), b(1);
+  uint64_t rng = 7;
+  int steps = 0;
+  for (; steps < 200; ++steps) {
+    ahead.prepare();
+    ahead.allowed(a);
+    asked.allowed(b);
+    ASSERT_EQ(a, b) << "step " << steps;
+    // Pick an allowed token at random, the end token only at the end of the walk.
+    std::vector<int32_t> ok;
+    for (int32_t t = 0; t < 13; ++t)
+      if (runtime::bit(a, t)) ok.push_back(t);
+    if (ok.empty() || steps > 60) {
+      ASSERT_TRUE(runtime::bit(a, 13) || !ok.empty());
+      if (runtime::bit(a, 13)) break;
+    }
+    EXPECT_FALSE(runtime::bit(a, 12));  // a special token no terminal names
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const int32_t t = ok.empty() ? 13 : ok[size_t((rng >> 33) % ok.size())];
+    ahead.accept(t);
+    asked.accept(t);
+  }
+  EXPECT_GT(steps, 3);
+  EXPECT_TRUE(ahead.complete());
+  ahead.accept(13);
+  ahead.allowed(a);
+  EXPECT_EQ(a[0], uint64_t(1) << 13);  // after the end, only the end
 }
 
 }  // namespace
