@@ -166,6 +166,14 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     if (drafts.size() > size_t(std::max(depth, 0))) drafts.resize(size_t(std::max(depth, 0)));
     for (int32_t d : drafts)
       if (d < 0 || d >= V) fail("drafter '", opt.drafter->name(), "' proposed token ", d, " outside the vocabulary");
+    // Drafts the constraint refuses could never be accepted: they are cut before the pass.
+    if (guide && !drafts.empty()) {
+      guide->save();
+      size_t keep = 0;
+      while (keep < drafts.size() && guide->allows(drafts[keep])) guide->accept(drafts[keep++]);
+      guide->restore();
+      drafts.resize(keep);
+    }
 
     const int32_t pending = history.back();
     const int64_t first = state.length();
