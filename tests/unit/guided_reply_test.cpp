@@ -11,11 +11,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "guide/json_schema.h"
 #include "model_test_util.h"
+#include "serve_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/grammar_constraint.h"
 #include "runtime/guided_reply.h"
@@ -172,6 +174,84 @@ TEST_F(GuidedReplyTest, RequiredToolCallsParseAndMatchTheirSchemas) {
               calls, args_by_tool.size(), ran ? "ran" : "missing (python3 jsonschema)");
   EXPECT_GE(calls, runs);          // about one call a reply at least, even with cuts
   EXPECT_GE(args_by_tool.size(), 15u);  // most tools were called
+}
+
+// Random token walks through the guided reply grammars of both formats (no model: a random
+// choice among the allowed tokens at every step, ending where allowed half the time), parsed back
+// by each format's own reply parser: the grammar writes exactly the syntax the parser reads, with
+// and without a reasoning block before it.
+TEST_F(GuidedReplyTest, RandomWalksThroughEveryFormatsGrammarParseBack) {
+  const auto tools = agent_tools();
+  auto qwen = serve::byte_all_formats_tokenizer();
+  struct Case {
+    const tokenizer::Tokenizer* tok;
+    tokenizer::ChatFormat format;
+    int32_t end;
+  };
+  const Case cases[] = {{tok_, tokenizer::ChatFormat::kimi_k3, *tok_->special_id("<|end_of_msg|>")},
+                        {qwen.get(), tokenizer::ChatFormat::qwen3, *qwen->special_id("<|im_end|>")}};
+  bool ran = false;
+  for (const Case& c : cases) {
+    auto vocab = runtime::guide_vocabulary(*c.tok, c.tok->vocab_size());
+    std::map<std::string, std::vector<std::string>> args_by_tool;
+    int walks = 0, calls = 0;
+    for (bool thinking : {false, true}) {
+      for (size_t i = 0; i < tools.size(); ++i) {
+        const std::vector<runtime::GuidedTool> offered = {tools[i], tools[(i + 7) % tools.size()]};
+        const auto guided = runtime::guided_tool_calls(*c.tok, c.format, thinking, offered, i % 2 == 0);
+        runtime::GrammarConstraint walk(vocab, guided.grammar, {c.end}, guided.starts_after);
+        std::vector<int32_t> ids;
+        std::mt19937_64 rng(1000 * size_t(thinking) + i);
+        std::vector<uint64_t> bits(size_t((vocab->size() + 63) / 64));
+        if (thinking) {  // some reasoning text, then the token that ends it
+          for (char ch : std::string("let me think")) ids.push_back(c.tok->encode(std::string(1, ch))[0]);
+          ids.push_back(guided.starts_after);
+          for (int32_t t : ids) walk.accept(t);
+          if (c.format == tokenizer::ChatFormat::qwen3) ids.insert(ids.begin(), *c.tok->special_id("<think>"));
+        }
+        for (int step = 0; step < 20000; ++step) {
+          walk.allowed(bits);
+          std::vector<int32_t> ok;
+          for (int32_t t = 0; t < vocab->size(); ++t)
+            if (runtime::bit(bits, t)) ok.push_back(t);
+          ASSERT_FALSE(ok.empty());
+          int32_t t = ok[rng() % ok.size()];
+          if (runtime::bit(bits, c.end) && rng() % 2 == 0) t = c.end;
+          walk.accept(t);
+          ids.push_back(t);
+          if (t == c.end) break;
+        }
+        ASSERT_EQ(ids.back(), c.end) << "walk " << i << " did not end";
+        ++walks;
+        tokenizer::ChatOptions co;
+        co.thinking = thinking;
+        const auto reply = tokenizer::parse_reply(*c.tok, c.format, ids, tokenizer::prompt_opens_think(c.format, co));
+        EXPECT_TRUE(reply.complete);
+        EXPECT_EQ(reply.content, "") << c.tok->decode(ids);
+        EXPECT_EQ(reply.reasoning, thinking ? "let me think" : "");
+        ASSERT_FALSE(reply.tool_calls.empty()) << c.tok->decode(ids);
+        if (i % 2 == 1) {
+          EXPECT_EQ(reply.tool_calls.size(), 1u);
+        }
+        for (const auto& call : reply.tool_calls) {
+          ++calls;
+          ASSERT_TRUE(call.name == offered[0].name || call.name == offered[1].name) << call.name;
+          const auto args = Json::parse(call.arguments, nullptr, false);
+          ASSERT_TRUE(!args.is_discarded() && args.is_object()) << call.arguments;
+          args_by_tool[call.name].push_back(call.arguments);
+        }
+      }
+    }
+    for (const auto& [name, docs] : args_by_tool) {
+      const auto t = std::find_if(tools.begin(), tools.end(), [&](const auto& x) { return x.name == name; });
+      EXPECT_TRUE(independently_valid(t->parameters, docs, std::string(tokenizer::chat_format_name(c.format)) + "-" + name,
+                                      &ran))
+          << name;
+    }
+    std::printf("[guided walk] %s: %d replies, %d calls of %zu tools\n", tokenizer::chat_format_name(c.format), walks,
+                calls, args_by_tool.size());
+    EXPECT_EQ(walks, 40);
+  }
 }
 
 TEST_F(GuidedReplyTest, ResponseFormatRepliesAreSchemaValidJson) {
