@@ -95,10 +95,22 @@ test('tools: declared tools, a tool_use / tool_result round trip, tool_choice an
   assert.ok(inputOf(any) > inputOf(first));
   const streamed = await client.messages.stream({ model, max_tokens: 4, messages: history, tools, temperature: 0 }).finalMessage();
   assert.deepEqual(streamed.content, second.content);
+  // A named tool is a call of that tool, enforced (guided decoding); an unknown name is a 400.
+  const toolChoice = { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true };
+  const forced = await client.messages.create({ model, max_tokens: 300, messages: hi, tools, tool_choice: toolChoice,
+    temperature: 0, thinking: { type: 'disabled' } });
+  if (forced.stop_reason === 'tool_use') {  // a random model may still be inside the string at max_tokens
+    const uses = forced.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1);
+    assert.equal(uses[0].name, 'get_weather');
+    assert.equal(typeof uses[0].input.city, 'string');
+  } else {
+    assert.equal(forced.stop_reason, 'max_tokens');
+  }
   await assert.rejects(client.messages.create({ model, max_tokens: 2, messages: hi, tools,
-                                                tool_choice: { type: 'tool', name: 'get_weather' } }),
+                                                tool_choice: { type: 'tool', name: 'get_time' } }),
     (e) => e instanceof Anthropic.BadRequestError && e.error.error.type === 'invalid_request_error' &&
-           /tool_choice/.test(e.error.error.message));
+           /get_time/.test(e.error.error.message));
 });
 
 test('messages.countTokens: the prompt a create with the same messages reads', async () => {
