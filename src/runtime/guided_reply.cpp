@@ -68,15 +68,11 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
         for (char c : v) out += c == '&' ? std::string("&amp;") : c == '"' ? std::string("&quot;") : std::string(1, c);
         return out;
       };
-      root = "root ::= " + std::string(thinking ? "\"think\" " + sep + " " + open + " " : "") + "\"response\" " + sep +
-             " " + close + " \"response\" " + sep + " " + open + " \"tools\" " + sep + " " + calls + close +
-             " \"tools\" " + sep + " " + close + " \"message\" " + sep + "\n";
-      if (!thinking) {  // the generation prompt opened the response block already
-        root = "root ::= " + close + " \"response\" " + sep + " " + open + " \"tools\" " + sep + " " + calls + close +
-               " \"tools\" " + sep + " " + close + " \"message\" " + sep + "\n";
-      } else {
-        r.starts_after = close_id;
-      }
+      // Without thinking the generation prompt opened the response block already.
+      const std::string opening = thinking ? "\"think\" " + sep + " " + open + " \"response\" " + sep + " " : "";
+      if (thinking) r.starts_after = close_id;
+      root = "root ::= " + opening + close + " \"response\" " + sep + " " + open + " \"tools\" " + sep + " " + calls +
+             close + " \"tools\" " + sep + " " + close + " \"message\" " + sep + "\n";
       root += tool_rules(tools, [&](size_t i, const std::string& name) {
         return "( " + open + " " + literal("call tool=\"" + xtml(name) + "\" index=\"") + " [1-9] [0-9]? \"\\\"\" " + sep +
                " " + open + " \"json type=\\\"object\\\"\" " + sep + " " + cat("tool", i, "-root ") + close +
