@@ -78,15 +78,13 @@ void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
     for (int32_t e : eos_) set(e);
     return;
   }
-  if (!active_) {
-    std::fill(bits.begin(), bits.end(), ~uint64_t(0));
-    for (int32_t e : eos_) bits[size_t(e >> 6)] &= ~(uint64_t(1) << (e & 63));
-    return;
-  }
-  vocab_->allowed(matcher_, bits, cache_);
-  for (int32_t e : eos_) {  // an end token is the grammar's only where the sentence is complete
-    bits[size_t(e >> 6)] &= ~(uint64_t(1) << (e & 63));
-    if (matcher_.can_end()) set(e);
+  if (active_) vocab_->allowed(matcher_, bits, cache_);
+  else std::fill(bits.begin(), bits.end(), ~uint64_t(0));  // free reasoning: anything but an end
+  // An end token is allowed exactly where the grammar's sentence is complete (never in reasoning),
+  // whatever the grammar says of it.
+  for (int32_t e : eos_) {
+    if (e >= 0 && size_t(e >> 6) < bits.size()) bits[size_t(e >> 6)] &= ~(uint64_t(1) << (e & 63));
+    if (active_ && matcher_.can_end()) set(e);
   }
 }
 
@@ -103,14 +101,16 @@ void GrammarConstraint::accept(int32_t t) {
   Timed timed(&wait_s_);
   join();
   ahead_ready_ = false;  // the position moves
-  SLUICE_CHECK(allows(t), "guided decoding: token ", t, " is not allowed here");
-  if (is_eos(t)) {
+  bool ok = true;
+  if (ended_ || is_eos(t)) {
+    ok = is_eos(t) && (ended_ || (active_ && matcher_.can_end()));
     ended_ = true;
   } else if (!active_) {
     active_ = t == starts_after_;
   } else {
-    vocab_->accept(matcher_, t);
+    ok = vocab_->accept(matcher_, t);  // one walk of the token's bytes: the check and the step
   }
+  SLUICE_CHECK(ok, "guided decoding: token ", t, " is not allowed here");
 }
 
 void GrammarConstraint::save() {
