@@ -237,9 +237,8 @@ runtime::GuidedReply Service::guided_format(const Json& response_format, bool th
     if (type == "json_object") {
       content = guide::json_any_object_gbnf("content-");
     } else {
-      // Declared property order is kept: the schema is re-read as an ordered object.
-      const auto schema = nlohmann::ordered_json::parse(response_format["json_schema"]["schema"].dump());
-      content = guide::json_schema_gbnf(schema, "content-");
+      // Requests are ordered_json: the schema keeps its declared property order.
+      content = guide::json_schema_gbnf(response_format["json_schema"]["schema"], "content-");
     }
   } catch (const Error& e) {
     invalid("response_format.json_schema.schema", std::string("The schema cannot be enforced: ") + e.what(),
@@ -260,9 +259,7 @@ runtime::GuidedReply Service::guided_tools(const ChatRequest& c, bool thinking) 
     const Json& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     if (!c.tool_name.empty() && name != c.tool_name) continue;
-    runtime::GuidedTool g{name, nullptr};
-    if (fn.contains("parameters")) g.parameters = nlohmann::ordered_json::parse(fn["parameters"].dump());
-    tools.push_back(std::move(g));
+    tools.push_back({name, fn.contains("parameters") ? fn["parameters"] : Json(nullptr)});
   }
   try {
     return runtime::guided_tool_calls(*tokenizer_, *format_, thinking, tools, c.parallel_tool_calls);
@@ -281,8 +278,9 @@ PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOpti
   co.max_ids = size_t(opt_.max_context - 1);
   tokenizer::RenderedChat rendered = render(c, co);
   p.prompt = std::move(rendered.ids);
-  if (c.response_format.is_object()) p.guided = guided_format(c.response_format, co.thinking);
+  // Required calls are the whole reply, so they take the place of a response format.
   if (c.tool_choice == "required") p.guided = guided_tools(c, co.thinking);
+  else if (c.response_format.is_object()) p.guided = guided_format(c.response_format, co.thinking);
   fill_common(p, c, true, rendered.too_long);
   p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
   return p;
