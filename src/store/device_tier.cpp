@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "store/guess_precision.h"
 
 namespace sluice::store {
 namespace {
@@ -136,11 +137,7 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
   miss_index_.clear();
   passed_through_ = false;
   if (guess_layer_ == layer) {  // score the guess at this layer, rank by rank
-    double* prec = &precision_[size_t(layer) * kRanks];
-    for (size_t r = 0; r < std::min(guess_.size(), kRanks); ++r) {
-      const bool asked = std::find(experts.begin(), experts.end(), guess_[r]) != experts.end();
-      prec[r] = 0.8 * prec[r] + 0.2 * (asked ? 1.0 : 0.0);
-    }
+    score_guess(guess_, experts, &precision_[size_t(layer) * kRanks], kRanks);
     guess_layer_ = -1;
   }
   for (size_t i = 0; i < experts.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "store/guess_precision.h"
 
 namespace sluice::store {
 
@@ -163,13 +164,7 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
     const size_t at = size_t(d * m_.num_layers + layer);
     auto& ranked = predicted_[at];
     if (ranked.empty()) continue;
-    double* prec = &precision_[at * kMaxRanks];
-    size_t right = 0;
-    for (size_t r = 0; r < ranked.size(); ++r) {
-      const bool hit = std::binary_search(experts.begin(), experts.end(), ranked[r]);
-      right += hit;
-      if (r < kMaxRanks) prec[r] = 0.8 * prec[r] + 0.2 * (hit ? 1.0 : 0.0);
-    }
+    const size_t right = score_guess(ranked, experts, &precision_[at * kMaxRanks], kMaxRanks);
     if (d == 0) {
       counters_.predicted_correct += right;
       counters_.actual_total += experts.size();
