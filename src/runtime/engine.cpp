@@ -2,8 +2,6 @@
 // state cache), sessions, and the engine's statistics.
 #include "runtime/engine.h"
 
-#include "runtime/grammar_constraint.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +15,7 @@
 #include "fetch/stream_source.h"
 #include "model/registry.h"
 #include "runtime/conversation.h"
+#include "runtime/grammar_constraint.h"
 #include "runtime/speculate/make_drafter.h"
 #include "store/heat.h"
 #include "store/manifest.h"

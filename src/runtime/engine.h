@@ -14,8 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/device.h"
 #include "guide/token_mask.h"
+#include "kernels/device.h"
 #include "model/target.h"
 #include "runtime/generate.h"
 #include "runtime/router_trace.h"
