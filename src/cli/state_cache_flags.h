@@ -1,6 +1,8 @@
-// --state-cache DIR and --state-cache-gb N, for every command that generates through a Session
-// (serve; run and chat add them with one call): the engine then restores the longest saved prefix
-// of each prompt from DIR and saves each finished state there (runtime/state_cache.h).
+// --state-cache DIR, --state-cache-gb N, --prefix-cache-gb N and --prefix-block N, for every
+// command that generates through a Session (serve; run and chat add them with one call): the
+// engine then restores the longest prefix of each prompt that its RAM prefix cache
+// (runtime/prefix_cache.h) or DIR holds, and saves each finished state in DIR
+// (runtime/state_cache.h).
 #pragma once
 #include <CLI/CLI.hpp>
 

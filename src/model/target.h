@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/device.h"
 #include "model/pass_options.h"
 #include "model/state_io.h"
@@ -99,6 +100,16 @@ class Target {
   virtual void write_state(const State& st, StateSink& out) const = 0;
   virtual void read_state(State& st, StateSource& in) const = 0;
 
+  // The part of a state that cannot be cut back (a recurrent target's matrices and convolution
+  // windows), as bytes in write_state's framing: its length and those buffers, no cache rows. The
+  // prefix cache keeps these for many prefixes at a fraction of a whole state's bytes.
+  // read_recurrent over a state that holds at least that many positions of the same tokens (so its
+  // cache rows below the length are the ones the saved state had) makes it the saved state bit for
+  // bit; it throws sluice::Error, leaving `st` reset, when the bytes do not fit or the state is
+  // shorter. Targets that can truncate have no such part and throw.
+  virtual void write_recurrent(const State& /*st*/, StateSink& /*out*/) const { no_recurrent_part(); }
+  virtual void read_recurrent(State& /*st*/, StateSource& /*in*/) const { no_recurrent_part(); }
+
   // Every value that defines a state, downloaded in a fixed order (its length first, then the
   // recurrent matrices and the cache rows below its length): two states are the same state when
   // these are bit-identical. For tests and debugging.
@@ -112,6 +123,11 @@ class Target {
   // uses these.
   virtual const kernels::Weight& embedding() const = 0;
   virtual const kernels::Weight& lm_head() const = 0;
+
+ private:
+  [[noreturn]] void no_recurrent_part() const {
+    fail(info().model_type, " states have no recurrent part (they can be cut back instead)");
+  }
 };
 
 }  // namespace sluice::model

@@ -118,6 +118,12 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     so.budget_bytes = opt.state_cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.state_cache_gb * 1e9) : UINT64_MAX;
     e->state_cache_ = std::make_unique<StateCache>(so, state_cache_key(opt.model_dir, e->model_->device().name()));
   }
+  if (!(opt.prefix_cache_gb >= 0) || !std::isfinite(opt.prefix_cache_gb)) fail("--prefix-cache-gb must not be negative");
+  if (opt.prefix_block < -1) fail("--prefix-block must not be negative");
+  if (opt.prefix_cache_gb > 0) {
+    e->prefix_cache_ = std::make_unique<PrefixCache>(uint64_t(std::min(opt.prefix_cache_gb * 1e9, 1.8e19)));
+    e->prefix_block_ = opt.prefix_block >= 0 ? opt.prefix_block : e->store_ ? 0 : 1024;
+  }
   return e;
 }
 
@@ -200,6 +206,17 @@ nlohmann::json Engine::stats_json() const {
                      {"ahead_wasted", t.ahead_wasted},
                      {"pinned_ram", arena_pinned_}};
   }
+  if (prefix_cache_) {
+    const PrefixCache::Counters c = prefix_cache_->counters();
+    j["prefix_cache"] = {{"budget_bytes", prefix_cache_->budget()}, {"bytes", prefix_cache_->bytes()},
+                         {"wholes", prefix_cache_->wholes()},        {"parts", prefix_cache_->parts()},
+                         {"block", prefix_block_},                   {"restores", c.restores},
+                         {"restored_tokens", c.restored_tokens},     {"whole_loads", c.whole_loads},
+                         {"part_loads", c.part_loads},               {"wholes_kept", c.wholes_kept},
+                         {"parts_kept", c.parts_kept},               {"evicted", c.evicted},
+                         {"too_large", c.too_large},                 {"restore_ms", c.restore_ms},
+                         {"keep_ms", c.keep_ms}};
+  }
   if (state_cache_) {
     const StateCache::Counters c = state_cache_->counters();
     j["state_cache"] = {{"dir", state_cache_->dir()},         {"entries", state_cache_->entries()},
@@ -268,6 +285,18 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
       o << line;
     }
   }
+  if (prefix_cache_) {
+    const PrefixCache::Counters c = prefix_cache_->counters();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "[prefix-cache] %.1f of %.1f MB: %zu whole states, %zu parts (block %lld); restores=%lld (%lld tokens; "
+                  "%lld whole, %lld part loads; %.1f ms) kept %lld whole, %lld parts (%.1f ms) evicted=%lld\n",
+                  double(prefix_cache_->bytes()) / 1e6, double(prefix_cache_->budget()) / 1e6, prefix_cache_->wholes(),
+                  prefix_cache_->parts(), (long long)prefix_block_, (long long)c.restores, (long long)c.restored_tokens,
+                  (long long)c.whole_loads, (long long)c.part_loads, c.restore_ms, (long long)c.wholes_kept,
+                  (long long)c.parts_kept, c.keep_ms, (long long)c.evicted);
+    o << line;
+  }
   if (state_cache_) {
     const StateCache::Counters c = state_cache_->counters();
     char line[512];
@@ -294,23 +323,39 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
                                  const std::function<void(int32_t)>& on_token,
                                  const std::function<void(const StepInfo&)>& on_step) {
   model::Target& m = engine_.model();
-  // What the state holds of the prompt: the whole tape when the prompt extends it, else the part
-  // they share when the state can be cut back; at least one prompt token is always fed.
-  size_t keep = reuse_ ? reusable_prefix(tape_, prompt) : 0;
-  if (reuse_ && keep == 0 && !prompt.empty() && m.can_truncate())
-    keep = std::min(common_prefix(tape_, prompt), prompt.size() - 1);
+  PrefixCache* ram = reuse_ ? engine_.prefix_cache() : nullptr;
+  // What the state holds of the prompt: with the prefix cache, the longest prefix it or the state
+  // gives; without, the whole tape when the prompt extends it, else the part they share when the
+  // state can be cut back. At least one prompt token is always fed.
+  size_t keep = 0;
+  if (ram) {
+    keep = ram->restore(m, *state_, tape_, tape_prompt_, prompt);
+  } else {
+    keep = reuse_ ? reusable_prefix(tape_, prompt) : 0;
+    if (reuse_ && keep == 0 && !prompt.empty() && m.can_truncate())
+      keep = std::min(common_prefix(tape_, prompt), prompt.size() - 1);
+    if (keep == 0) state_->reset();
+    else if (int64_t(keep) < state_->length()) m.truncate(*state_, int64_t(keep));
+  }
   restored_ = 0;
   StateCache* cache = reuse_ ? engine_.state_cache() : nullptr;
   if (cache && !prompt.empty()) {
+    // The state holds prompt[0, keep) now; the disk may give more (then the state is replaced: the
+    // prefix cache keeps it first).
+    if (ram && keep > 0 && cache->usable(m, prompt) > keep) ram->keep_whole(m, *state_, prompt.first(keep));
     restored_ = cache->restore(m, *state_, prompt, keep);
     if (restored_ > 0) keep = restored_;
-    else if (state_->length() != int64_t(tape_.size())) keep = 0;  // a bad entry reset the state
+    else if (state_->length() != int64_t(keep)) keep = 0;  // a bad entry reset the state
   }
   if (keep == 0) state_->reset();
-  else if (restored_ == 0 && int64_t(keep) < state_->length()) m.truncate(*state_, int64_t(keep));
   reused_ = keep;
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
+  if (ram && !m.can_truncate() && !opt.on_snapshot) {
+    auto tokens = std::make_shared<const std::vector<int32_t>>(prompt.begin(), prompt.end());
+    opt.snapshot_every = engine_.prefix_block();
+    opt.on_snapshot = [ram, &m, this, tokens](int64_t) { ram->keep_part(m, *state_, tokens); };
+  }
   GenerateResult r = runtime::generate(m, *state_, prompt.subspan(reused_), opt, on_token, on_step);
   if (r.stop_reason == "cancelled" &&
       (!r.between_steps || state_->length() != int64_t(prompt.size() + r.generated.size()) - 1)) {
@@ -320,7 +365,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
     state_->reset();
     return r;
   }
-  if (reuse_) tape_ = tape_after(prompt, r.generated);
+  if (reuse_) {
+    tape_ = tape_after(prompt, r.generated);
+    tape_prompt_ = prompt.size();
+  }
   if (cache) cache->save(m, *state_, tape_);
   return r;
 }

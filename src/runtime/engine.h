@@ -20,6 +20,7 @@
 #include "runtime/generate.h"
 #include "runtime/router_trace.h"
 #include "runtime/speculate/drafter.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/state_cache.h"
 #include "store/device_tier.h"
 #include "store/streaming_experts.h"
@@ -55,6 +56,12 @@ struct EngineOptions {
   // a later prompt (runtime/state_cache.h), within state_cache_gb GB of entries of this model.
   std::string state_cache_dir;
   double state_cache_gb = 8.0;
+  // The prefix cache in RAM (runtime/prefix_cache.h): whole states and recurrent parts of recent
+  // prompts within prefix_cache_gb GB (0: none). prefix_block: prefill passes also end at every
+  // multiple of this many positions so that a part can be kept there (0: parts at pass ends only;
+  // -1: 1024 with experts in memory, 0 when they stream, where each pass reads its experts).
+  double prefix_cache_gb = 2.0;
+  int64_t prefix_block = -1;
 };
 
 class Session;
@@ -80,6 +87,10 @@ class Engine {
   const EngineOptions& options() const { return opt_; }
   // The state cache on disk, or null without EngineOptions::state_cache_dir.
   StateCache* state_cache() { return state_cache_.get(); }
+  // The prefix cache in RAM, or null with EngineOptions::prefix_cache_gb 0.
+  PrefixCache* prefix_cache() { return prefix_cache_.get(); }
+  // Positions between the prefix cache's parts in a prefill (EngineOptions::prefix_block resolved).
+  int64_t prefix_block() const { return prefix_block_; }
   // The tokenizer's vocabulary for guided decoding (runtime/grammar_constraint.h), built at the
   // first call; throws sluice::Error when the model has no tokenizer. Thread-safe.
   std::shared_ptr<const guide::Vocabulary> guide_vocabulary();
@@ -106,6 +117,8 @@ class Engine {
   std::unique_ptr<RouteRecorder> recorder_;
   std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
   std::unique_ptr<StateCache> state_cache_;
+  std::unique_ptr<PrefixCache> prefix_cache_;
+  int64_t prefix_block_ = 0;
   std::mutex guide_mutex_;
   std::shared_ptr<const guide::Vocabulary> guide_vocab_;
 };
@@ -125,8 +138,8 @@ class Session {
   GenerateResult generate(std::span<const int32_t> prompt, GenerateOptions opt,
                           const std::function<void(int32_t)>& on_token = {},
                           const std::function<void(const StepInfo&)>& on_step = {});
-  // Prompt tokens the last generate() found in the state already or restored from the state cache
-  // (their prefill was skipped), and of those how many came from the cache.
+  // Prompt tokens the last generate() found in the state already or restored from the prefix or
+  // the state cache (their prefill was skipped), and of those how many came from the state cache.
   size_t reused() const { return reused_; }
   size_t restored() const { return restored_; }
   void reset();
@@ -137,6 +150,7 @@ class Session {
   std::unique_ptr<model::State> state_;
   bool reuse_;
   std::vector<int32_t> tape_;  // exactly what the state has consumed (empty: unknown)
+  size_t tape_prompt_ = 0;     // how much of tape_ was its request's prompt
   size_t reused_ = 0, restored_ = 0;
 };
 

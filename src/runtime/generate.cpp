@@ -55,13 +55,19 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   auto t0 = clock::now();
   const int64_t total = int64_t(prompt.size());
   if (opt.on_prefill) opt.on_prefill(0, total);
-  for (size_t at = 0; at < prompt.size(); at += size_t(chunk)) {
+  if (opt.snapshot_every < 0) fail("snapshot interval must not be negative");
+  const int64_t every = opt.on_snapshot ? opt.snapshot_every : 0;
+  for (size_t at = 0; at < prompt.size();) {
     if (cancelled()) throw model::Cancelled();
-    size_t n = std::min(prompt.size() - at, size_t(chunk));
     const int64_t first = state.length();
+    size_t n = std::min(prompt.size() - at, size_t(chunk));
+    if (every > 0) n = std::min(n, size_t((first / every + 1) * every - first));  // end at the next multiple
     m.forward(state, prompt.subspan(at, n), with_capture({}, n, /*prefill=*/true), logits.data());
     hand_over(first, int64_t(n));
-    if (opt.on_prefill) opt.on_prefill(int64_t(at + n), total);
+    at += n;
+    if (opt.on_prefill) opt.on_prefill(int64_t(at), total);
+    if (opt.on_snapshot && (at == prompt.size() || every == 0 || state.length() % every == 0))
+      opt.on_snapshot(state.length());
   }
   // Under a constraint the row's refused tokens count as -inf: the masked copy is what greedy and
   // sampling see. Greedy first tries the unmasked argmax, which is the masked one whenever the

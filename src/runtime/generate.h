@@ -42,6 +42,12 @@ struct GenerateOptions {
   // Sees the prefill advance, for progress displays: (0, total) before the first pass, then the
   // prompt tokens fed so far after each pass (total: the tokens this call prefills).
   std::function<void(int64_t done, int64_t total)> on_prefill;
+  // Sees the state after prefill passes (for the prefix cache; the argument is the state's
+  // length): with snapshot_every > 0 each pass also ends at each multiple of it (in positions of
+  // the state, whatever it held before) and is seen there, with 0 after every pass; the last pass
+  // of the prompt is always seen.
+  int64_t snapshot_every = 0;
+  std::function<void(int64_t length)> on_snapshot;
 };
 
 // One decode step as the loop saw it (for event logs and --stats).

@@ -321,28 +321,43 @@ void StateCache::touch(Entry& e) {
   ::utimensat(AT_FDCWD, path(e.file).c_str(), times, 0);
 }
 
+size_t StateCache::best_entry(bool cut, std::span<const int32_t> prompt, size_t longer_than, size_t& best_use) const {
+  // The entry that gives the longest usable prefix (ties: the smallest file, then the newest).
+  size_t best = entries_.size();
+  best_use = longer_than;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t common = common_prefix(e.tokens, prompt);
+    size_t use = 0;
+    if (cut) use = std::min(common, prompt.size() - 1);
+    else if (common == e.tokens.size() && common < prompt.size()) use = common;
+    if (use <= longer_than) continue;
+    const bool better = best == entries_.size() || use > best_use ||
+                        (use == best_use && (e.bytes < entries_[best].bytes ||
+                                             (e.bytes == entries_[best].bytes && e.used > entries_[best].used)));
+    if (better) {
+      best = i;
+      best_use = use;
+    }
+  }
+  return best;
+}
+
+size_t StateCache::usable(const model::Target& m, std::span<const int32_t> prompt) const {
+  if (prompt.empty()) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t use = 0;
+  best_entry(m.can_truncate(), prompt, 0, use);
+  return use;
+}
+
 size_t StateCache::restore(const model::Target& m, model::State& st, std::span<const int32_t> prompt,
                            size_t longer_than) {
   std::lock_guard<std::mutex> lock(mu_);
   const bool cut = m.can_truncate();
   for (;;) {
-    // The entry that gives the longest usable prefix (ties: the smallest file, then the newest).
-    size_t best = entries_.size(), best_use = longer_than;
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      const Entry& e = entries_[i];
-      const size_t common = common_prefix(e.tokens, prompt);
-      size_t use = 0;
-      if (cut) use = std::min(common, prompt.size() - 1);
-      else if (common == e.tokens.size() && common < prompt.size()) use = common;
-      if (use <= longer_than) continue;
-      const bool better = best == entries_.size() || use > best_use ||
-                          (use == best_use && (e.bytes < entries_[best].bytes ||
-                                               (e.bytes == entries_[best].bytes && e.used > entries_[best].used)));
-      if (better) {
-        best = i;
-        best_use = use;
-      }
-    }
+    size_t best_use = 0;
+    const size_t best = best_entry(cut, prompt, longer_than, best_use);
     if (best == entries_.size()) return 0;
     Entry& e = entries_[best];
     const std::string p = path(e.file);

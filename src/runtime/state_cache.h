@@ -52,6 +52,8 @@ class StateCache {
   // leaves at least one prompt token to feed; returns its length, or 0 when there is none (st is
   // then untouched, unless an entry failed its checks while being read: st is then reset).
   size_t restore(const model::Target& m, model::State& st, std::span<const int32_t> prompt, size_t longer_than);
+  // The prefix restore() would give now (0: none), without reading any entry.
+  size_t usable(const model::Target& m, std::span<const int32_t> prompt) const;
   // Saves st, which holds exactly `tape`, unless an entry of the same tokens exists (it becomes the
   // most recent). With a target that truncates, entries whose tokens are a prefix of the tape are
   // removed: the new one stands for them. Failures are warned about, never thrown.
@@ -70,6 +72,8 @@ class StateCache {
     int64_t used = 0;  // recency: larger is more recent (file mtime in ns at scan, then a clock)
   };
   void scan();
+  // The entry restore() would read for prompt (entries_.size(): none) and the prefix it gives.
+  size_t best_entry(bool cut, std::span<const int32_t> prompt, size_t longer_than, size_t& best_use) const;
   void discard(size_t i, const std::string& why);
   void evict_to(uint64_t budget, const std::string& keep);
   void touch(Entry& e);

@@ -218,6 +218,23 @@ TEST(StateBytesGpu, CudaRoundTripsAndCudaRefBytesAreTheScalarCpuBytes) {
     read_into(*c, *into_cpu, rb);
     const auto x = step(*r, *rs, 9), y = step(*c, *into_cpu, 9);
     EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4));
+
+    // The prefix cache's recurrent parts (targets that cannot cut back): a part of the first 6
+    // positions read over a device state that holds more of the same tokens is that state.
+    if (g->can_truncate()) continue;
+    auto part_of = [&](model::Target& m) {
+      auto st = m.new_state();
+      std::vector<float> logits(size_t(m.info().vocab_size));
+      m.forward(*st, std::span<const int32_t>(prompt.data(), 6), {}, logits.data());
+      model::BytesSink out;
+      m.write_recurrent(*st, out);
+      return std::make_pair(std::move(st), out.bytes);
+    };
+    auto [g6, gpart] = part_of(*g);
+    model::BytesSource in(gpart);
+    g->read_recurrent(*back, in);
+    EXPECT_EQ(g->state_values(*back), g->state_values(*g6));
+    EXPECT_EQ(part_of(*r).second, part_of(*c).second);
   }
 }
 

@@ -422,6 +422,37 @@ void KimiModel::read_state(State& state, StateSource& in) const {
   }
 }
 
+void KimiModel::write_recurrent(const State& state, StateSink& out) const {
+  const KimiState& st = kimi_state(state);
+  StateWriter w(*dev_, out);
+  w.head(info_.model_type, st.length_, int64_t(2 * st.kda.size()));
+  for (const KimiState::Kda& k : st.kda) {
+    w.rows(k.state(k.cur).conv);
+    w.rows(k.state(k.cur).S);
+  }
+}
+
+void KimiModel::read_recurrent(State& state, StateSource& in) const {
+  KimiState& st = kimi_state(state);
+  try {
+    StateReader r(*dev_, in);
+    uint64_t fixed = 0;
+    for (const KimiState::Kda& k : st.kda) fixed += uint64_t(k.state(k.cur).conv.size() + k.state(k.cur).S.size());
+    const int64_t length = r.head(info_.model_type, int64_t(2 * st.kda.size()), fixed, 0);
+    // Only back, as restore(): the cache rows below `length` must be this state's own.
+    if (length > st.length_) fail("recurrent state at ", length, " over a state at ", st.length_);
+    for (KimiState::Kda& k : st.kda) {
+      r.rows(k.state(k.cur).conv, "a KDA conv window");
+      r.rows(k.state(k.cur).S, "a KDA recurrent state");
+    }
+    st.length_ = length;
+    st.record.valid = false;
+  } catch (...) {
+    st.reset();
+    throw;
+  }
+}
+
 std::vector<float> KimiModel::state_values(const State& state) const {
   const KimiState& st = kimi_state(state);
   std::vector<float> out{float(st.length_)};

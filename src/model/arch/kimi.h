@@ -77,6 +77,8 @@ class KimiModel final : public Target {
   void restore(State& st, const Snapshot& snap) const override;
   void write_state(const State& st, StateSink& out) const override;
   void read_state(State& st, StateSource& in) const override;
+  void write_recurrent(const State& st, StateSink& out) const override;
+  void read_recurrent(State& st, StateSource& in) const override;
   std::vector<float> state_values(const State& st) const override;
   int64_t pass_bytes_per_row(bool record) const override;
   const TargetCounters& counters() const override { return counters_; }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# End-to-end: the prefix cache in RAM on `sluice serve` with the default model (K3: KDA + MLA).
+# Four chats share a long system prompt but not each other's questions: the first prefills it, the
+# other three reuse it (cached_tokens: the last block boundary inside the shared prefix), and each
+# reply is the reply of a server that never reuses anything. Then the first chat goes on after
+# the others: its state was kept (its whole tape is reused). --prefix-cache-gb 0 gives the old
+# behaviour (only the last conversation).
+# Usage: serve_prefix_cache.sh <sluice-binary> <source-dir>
+set -euo pipefail
+sluice=$1
+src=$2
+source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed at exit
+command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
+model="$src/models/default/target"
+
+# chat URL OUT MESSAGES-JSON: a greedy chat turn of 6 tokens, thinking off.
+chat() {
+  local body
+  body=$(python3 -c "import json,sys; print(json.dumps({'model':'m','messages':json.loads(sys.argv[1]),'max_tokens':6,
+'temperature':0,'reasoning_effort':'none'}))" "$3")
+  code=$(curl -s -o "$2" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$body" "$1/v1/chat/completions")
+  [ "$code" = 200 ] || fail "chat: HTTP $code $(cat "$2")"
+}
+field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+cached() { field "$1" "j['usage']['prompt_tokens_details']['cached_tokens']"; }
+prompt() { field "$1" "j['usage']['prompt_tokens']"; }
+content() { field "$1" "json.dumps(j['choices'][0]['message']['content'])"; }
+
+# A system prompt of ~2,500 tokens (a byte-pair tokenizer of 4k ids) and four questions.
+system=$(python3 -c "import random; r=random.Random(7); w='def class return import self value index buffer token layer expert cache state'.split(); print(' '.join(r.choice(w) for _ in range(1800)))")
+messages() {
+  python3 -c "import json,sys; print(json.dumps([{'role':'system','content':sys.argv[1]},{'role':'user','content':sys.argv[2]}]))" "$system" "$1"
+}
+questions=("What does this code do?" "Find the bug in it." "Explain the cache." "Rewrite it in Rust.")
+
+start_server cold --model "$model" --model-id m --no-state-reuse
+start_server warm --model "$model" --model-id m --prefix-block 512
+start_server off --model "$model" --model-id m --prefix-cache-gb 0
+for i in 0 1 2 3; do
+  m=$(messages "${questions[$i]}")
+  chat "$cold_url" "$work/cold$i.json" "$m"
+  chat "$warm_url" "$work/warm$i.json" "$m"
+  chat "$off_url" "$work/off$i.json" "$m"
+  [ "$(content "$work/warm$i.json")" = "$(content "$work/cold$i.json")" ] ||
+    fail "request $i: reply with the prefix cache $(content "$work/warm$i.json") differs from the cold one $(content "$work/cold$i.json")"
+  [ "$(content "$work/off$i.json")" = "$(content "$work/cold$i.json")" ] || fail "request $i: reply without the prefix cache differs"
+  [ "$(cached "$work/cold$i.json")" = 0 ] || fail "request $i: a server without reuse reports cached tokens"
+  [ "$(cached "$work/off$i.json")" = 0 ] || fail "request $i: --prefix-cache-gb 0 reused $(cached "$work/off$i.json") tokens of another conversation"
+done
+n=$(prompt "$work/warm0.json")
+[ "$n" -gt 2048 ] || fail "the shared prompt is only $n tokens; the test wants several 512-position blocks"
+[ "$(cached "$work/warm0.json")" = 0 ] || fail "the first request reused $(cached "$work/warm0.json") tokens"
+for i in 1 2 3; do
+  c=$(cached "$work/warm$i.json")
+  # The shared prefix ends where the questions start: the last multiple of 512 before it.
+  [ "$c" -ge 2048 ] && [ $((c % 512)) = 0 ] || fail "request $i reused $c tokens of the shared system prompt (want a multiple of 512, >= 2048)"
+done
+
+# The first conversation's second turn, after the three others: continues its own kept state.
+turn2=$(python3 -c "import json,sys; m=json.loads(sys.argv[1]); m += [{'role':'assistant','content':json.loads(sys.argv[2])},
+{'role':'user','content':'Go on.'}]; print(json.dumps(m))" "$(messages "${questions[0]}")" "$(content "$work/warm0.json")")
+chat "$cold_url" "$work/cold4.json" "$turn2"
+chat "$warm_url" "$work/warm4.json" "$turn2"
+[ "$(content "$work/warm4.json")" = "$(content "$work/cold4.json")" ] || fail "second turn: reply differs from the cold one"
+c=$(cached "$work/warm4.json")
+[ "$c" -ge "$n" ] || fail "second turn of the first chat reused $c tokens, want at least its first prompt's $n"
+echo "OK: shared system prompt of $n tokens reused as $(cached "$work/warm1.json"), $(cached "$work/warm2.json"), $(cached "$work/warm3.json"); a kept conversation as $c"
