@@ -20,8 +20,8 @@ class AnthropicWriter final : public ReplyWriter {
     if (!ctx_.stream) return;
     Json message = shell();
     message["usage"] = usage(ctx_.prompt_tokens, 0, 0);
-    send_(anthropic_event(Json{{"type", "message_start"}, {"message", std::move(message)}}));
-    send_(anthropic_event(Json{{"type", "ping"}}));
+    send_(sse_named_event(Json{{"type", "message_start"}, {"message", std::move(message)}}));
+    send_(sse_named_event(Json{{"type", "ping"}}));
   }
   void reasoning(const std::string& text) override {
     if (ctx_.show_reasoning) append(Kind::thinking, text);
@@ -38,11 +38,11 @@ class AnthropicWriter final : public ReplyWriter {
                     {"input", Json::object()}};
       if (ctx_.stream) {
         const size_t index = next_index_++;
-        send_(anthropic_event(Json{{"type", "content_block_start"}, {"index", index}, {"content_block", block}}));
-        send_(anthropic_event(Json{{"type", "content_block_delta"},
+        send_(sse_named_event(Json{{"type", "content_block_start"}, {"index", index}, {"content_block", block}}));
+        send_(sse_named_event(Json{{"type", "content_block_delta"},
                                    {"index", index},
                                    {"delta", {{"type", "input_json_delta"}, {"partial_json", dump_json(input)}}}}));
-        send_(anthropic_event(Json{{"type", "content_block_stop"}, {"index", index}}));
+        send_(sse_named_event(Json{{"type", "content_block_stop"}, {"index", index}}));
       } else {
         block["input"] = std::move(input);
         blocks_.push_back(std::move(block));
@@ -57,11 +57,11 @@ class AnthropicWriter final : public ReplyWriter {
     }
     const Json u = usage(end.prompt_tokens - end.cached_tokens, end.cached_tokens, end.completion_tokens);
     if (ctx_.stream) {
-      send_(anthropic_event(Json{{"type", "message_delta"},
+      send_(sse_named_event(Json{{"type", "message_delta"},
                                  {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence}}},
                                  {"usage", u},
                                  {"sluice", end.stats.json()}}));
-      send_(anthropic_event(Json{{"type", "message_stop"}}));
+      send_(sse_named_event(Json{{"type", "message_stop"}}));
       return nullptr;
     }
     Json message = shell();
@@ -73,7 +73,7 @@ class AnthropicWriter final : public ReplyWriter {
     return message;
   }
 
-  std::string error_event(const ApiError& e) const override { return anthropic_event(anthropic_error_body(e)); }
+  std::string error_event(const ApiError& e) const override { return sse_named_event(anthropic_error_body(e)); }
   const char* tool_id_prefix() const override { return "toolu_"; }
 
  private:
@@ -100,7 +100,7 @@ class AnthropicWriter final : public ReplyWriter {
     if (kind == Kind::thinking) thinking_ += text;
     if (ctx_.stream) {
       const char* delta = kind == Kind::thinking ? "thinking_delta" : "text_delta";
-      send_(anthropic_event(
+      send_(sse_named_event(
           Json{{"type", "content_block_delta"}, {"index", next_index_ - 1}, {"delta", {{"type", delta}, {field, text}}}}));
     } else {
       blocks_.back()[field].get_ref<std::string&>() += text;
@@ -114,7 +114,7 @@ class AnthropicWriter final : public ReplyWriter {
     open_ = kind;
     const size_t index = next_index_++;
     if (ctx_.stream)
-      send_(anthropic_event(Json{{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}}));
+      send_(sse_named_event(Json{{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}}));
     else
       blocks_.push_back(std::move(block));
   }
@@ -125,13 +125,13 @@ class AnthropicWriter final : public ReplyWriter {
     if (was == Kind::thinking) {
       const std::string signature = thinking_signature(thinking_);
       if (ctx_.stream)
-        send_(anthropic_event(Json{{"type", "content_block_delta"},
+        send_(sse_named_event(Json{{"type", "content_block_delta"},
                                    {"index", next_index_ - 1},
                                    {"delta", {{"type", "signature_delta"}, {"signature", signature}}}}));
       else
         blocks_.back()["signature"] = signature;
     }
-    if (ctx_.stream) send_(anthropic_event(Json{{"type", "content_block_stop"}, {"index", next_index_ - 1}}));
+    if (ctx_.stream) send_(sse_named_event(Json{{"type", "content_block_stop"}, {"index", next_index_ - 1}}));
   }
 
   ReplyContext ctx_;
@@ -158,10 +158,6 @@ const char* error_type(int status) {
 
 Json anthropic_error_body(const ApiError& e) {
   return Json{{"type", "error"}, {"error", {{"type", error_type(e.status)}, {"message", e.message}}}};
-}
-
-std::string anthropic_event(const Json& j) {
-  return "event: " + j.value("type", std::string("message")) + "\ndata: " + dump_json(j) + "\n\n";
 }
 
 std::string thinking_signature(const std::string& thinking) {

@@ -20,9 +20,6 @@ std::unique_ptr<ReplyWriter> make_anthropic_writer(ReplyContext ctx, ReplyWriter
 // 413 request_too_large, 429 rate_limit_error, 529 overloaded_error, other 5xx api_error.
 Json anthropic_error_body(const ApiError& e);
 
-// "event: <j.type>\ndata: <compact json>\n\n"
-std::string anthropic_event(const Json& j);
-
 // A thinking block's signature: "sluice-sha256:" and the SHA-256 of its text. It says which text the
 // server wrote (a client passes the block back unchanged); it is not a secret, and the block's text
 // is what the model reads again either way.

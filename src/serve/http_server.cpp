@@ -97,6 +97,7 @@ void handle_generation(Service& service, Api api, const httplib::Request& req, h
       case Api::completion: p = service.prepare_completion(req.body, admit); break;
       case Api::chat: p = service.prepare_chat(req.body, admit); break;
       case Api::messages: p = service.prepare_messages(req.body, admit); break;
+      case Api::responses: p = service.prepare_responses(req.body, admit); break;
     }
   } catch (const ApiError& e) {
     return send_error(res, e, anthropic);
@@ -146,7 +147,7 @@ void handle_generation(Service& service, Api api, const httplib::Request& req, h
           // Shutting down: the error event was sent; end the stream.
         } catch (const std::exception& e) {
           const ApiError err(500, std::string("Generation failed: ") + e.what(), "server_error");
-          write(anthropic ? anthropic_event(anthropic_error_body(err)) : sse_event(error_body(err)));
+          write(anthropic ? sse_named_event(anthropic_error_body(err)) : sse_event(error_body(err)));
         }
         sink.done();
         return true;
@@ -361,6 +362,9 @@ int serve_http(Service& service) {
     });
     svr.Post(p + "/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
       handle_generation(service, Api::chat, req, res);
+    });
+    svr.Post(p + "/responses", [&](const httplib::Request& req, httplib::Response& res) {
+      handle_generation(service, Api::responses, req, res);
     });
     svr.Post(p + "/messages", [&](const httplib::Request& req, httplib::Response& res) {
       handle_generation(service, Api::messages, req, res);

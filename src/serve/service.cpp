@@ -15,6 +15,8 @@
 #include "serve/anthropic_reply.h"
 #include "serve/anthropic_request.h"
 #include "serve/chat_options.h"
+#include "serve/responses_reply.h"
+#include "serve/responses_request.h"
 #include "serve/sse.h"
 #include "serve/stop_matcher.h"
 #include "tokenizer/utf8.h"
@@ -211,6 +213,15 @@ PreparedRequest Service::prepare_messages(const std::string& body, const std::fu
   return p;
 }
 
+PreparedRequest Service::prepare_responses(const std::string& body, const std::function<void()>& admit) {
+  ResponsesRequest r = parse_responses_request(parse_body(body), limits_);
+  if (!format_) throw no_chat_format();
+  tokenizer::ChatOptions co = chat_options_for(*format_, r.chat);
+  PreparedRequest p = prepare_chat_request(std::move(r.chat), std::move(co), admit, Api::responses);
+  p.echo = std::move(r.echo);
+  return p;
+}
+
 Json Service::count_message_tokens(const std::string& body) {
   MessagesRequest m = parse_count_tokens_request(parse_body(body), limits_);
   if (!format_) throw no_chat_format();
@@ -282,7 +293,7 @@ PreparedRequest Service::prepare_chat_request(ChatRequest c, tokenizer::ChatOpti
   if (c.tool_choice == "required") p.guided = guided_tools(c, co.thinking);
   else if (c.response_format.is_object()) p.guided = guided_format(c.response_format, co.thinking);
   fill_common(p, c, true, rendered.too_long);
-  p.id = new_id(api == Api::messages ? "msg_" : "chatcmpl-");
+  p.id = new_id(api == Api::messages ? "msg_" : api == Api::responses ? "resp_" : "chatcmpl-");
   return p;
 }
 
@@ -305,9 +316,9 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
                    int64_t(req.prompt.size()), req.show_reasoning, fingerprint_};
   std::unique_ptr<ReplyWriter> out =
-      req.api == Api::messages
-          ? make_anthropic_writer(std::move(ctx), send)
-          : make_openai_writer(chat ? OpenAiShape::chat : OpenAiShape::completion, std::move(ctx), send);
+      req.api == Api::messages    ? make_anthropic_writer(std::move(ctx), send)
+      : req.api == Api::responses ? make_responses_writer(std::move(ctx), req.echo, send)
+                                  : make_openai_writer(chat ? OpenAiShape::chat : OpenAiShape::completion, std::move(ctx), send);
 
   StopMatcher stop(req.common.stop);
   std::unique_ptr<tokenizer::ReplyStream> reply;

@@ -56,7 +56,7 @@ struct ServeOptions {
 };
 
 // The API a request came through (its parser and its response shape).
-enum class Api { completion, chat, messages };
+enum class Api { completion, chat, messages, responses };
 
 // A validated, tokenized request ready to run.
 struct PreparedRequest {
@@ -69,6 +69,7 @@ struct PreparedRequest {
   bool show_reasoning = true;  // ReplyContext::show_reasoning
   // response_format json_object / json_schema: the reply's grammar (no grammar: free text).
   runtime::GuidedReply guided;
+  Json echo;  // Api::responses: what the response object repeats of the request
   std::string id;
   int64_t created = 0;
 };
@@ -96,6 +97,8 @@ class Service {
   PreparedRequest prepare_chat(const std::string& body, const std::function<void()>& admit = {});
   // POST /v1/messages (Anthropic); errors carry the same statuses, shaped by the HTTP layer.
   PreparedRequest prepare_messages(const std::string& body, const std::function<void()>& admit = {});
+  // POST /v1/responses (OpenAI's Responses API, mapped onto a chat request: responses_request.h).
+  PreparedRequest prepare_responses(const std::string& body, const std::function<void()>& admit = {});
   // POST /v1/messages/count_tokens: {"input_tokens": the prompt's tokens as a Messages request with
   // this body would render them}. Uses the tokenizer only (no slot, no engine).
   Json count_message_tokens(const std::string& body);

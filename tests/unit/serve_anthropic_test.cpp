@@ -9,6 +9,7 @@
 
 #include "serve/anthropic_reply.h"
 #include "serve/anthropic_request.h"
+#include "serve/sse.h"
 #include "serve_test_util.h"
 
 namespace sluice::serve {
@@ -352,7 +353,7 @@ TEST(ServeAnthropic, ErrorShapesAndToolInput) {
                                                {503, "api_error"},           {408, "invalid_request_error"}};
   for (auto [status, type] : types)
     EXPECT_EQ(anthropic_error_body(ApiError(status, "m", "t"))["error"]["type"], type) << status;
-  EXPECT_EQ(anthropic_event(Json{{"type", "ping"}}), "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+  EXPECT_EQ(sse_named_event(Json{{"type", "ping"}}), "event: ping\ndata: {\"type\":\"ping\"}\n\n");
   EXPECT_EQ(tool_use_input(R"({"a": [1, 2]})"), Json::parse(R"({"a": [1, 2]})"));
   EXPECT_EQ(tool_use_input(" \n"), Json::object());
   EXPECT_EQ(tool_use_input("[1]"), Json::parse(R"({"arguments_text": "[1]"})"));

@@ -130,17 +130,19 @@ test('sampling: the same seed gives the same text; max_tokens is a hard limit', 
   assert.equal(one.choices[0].finish_reason, 'length');
 });
 
-test('state reuse: an extension of the last tape is continued and reported as cached', async () => {
+test('state reuse: an extension of the last tape is continued; another prompt later, the prefix cache restores it', async () => {
   const base = 'A long shared conversation prefix';
   const first = await client.completions.create({ model, prompt: base, max_tokens: 1, temperature: 0 });
   assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
   const req = { model, prompt: base + ' and its continuation', max_tokens: 8, temperature: 0 };
   const cont = await client.completions.create(req);
   assert.equal(cont.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens);
+  // After another prompt, the prefix cache still holds the state at the end of the first prompt
+  // (this K3-architecture model's recurrent part is kept where each prompt ends).
   await client.completions.create({ model, prompt: 'something else', max_tokens: 1 });
-  const fresh = await client.completions.create(req);
-  assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
-  assert.equal(fresh.choices[0].text, cont.choices[0].text, 'reuse is exact');
+  const again = await client.completions.create(req);
+  assert.equal(again.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens);
+  assert.equal(again.choices[0].text, cont.choices[0].text, 'reuse is exact');
 });
 
 // Guided decoding: schemas without free strings, so even random weights finish a reply quickly;
@@ -192,6 +194,84 @@ test('guided: tool_choice required, named and single calls give schema-valid arg
   const streamed = await collect(await client.chat.completions.create({ ...base, tool_choice: 'required', temperature: 0, stream: true }));
   assert.deepEqual(streamed.finish, ['tool_calls']);
   assert.ok(streamed.toolCalls.length >= 1);
+});
+
+test('responses: create, stream and the SDK\'s accumulated stream agree; usage; incomplete at the limit', async () => {
+  const req = { model, input: 'Hello there', instructions: 'Answer briefly.', max_output_tokens: 12, temperature: 0 };
+  const a = await client.responses.create(req);
+  assert.equal(a.object, 'response');
+  assert.match(a.id, /^resp_/);
+  assert.ok(['completed', 'incomplete'].includes(a.status));
+  if (a.status === 'incomplete') assert.equal(a.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(a.instructions, 'Answer briefly.');
+  assert.equal(a.store, false);
+  assert.ok(a.usage.input_tokens > 0 && a.usage.output_tokens <= 12);
+  assert.equal(a.usage.total_tokens, a.usage.input_tokens + a.usage.output_tokens);
+  const text = a.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((c) => c.text).join('');
+  assert.equal(a.output_text, text);  // the SDK's own convenience field
+  // Streamed through the SDK's accumulating helper: every event in order, the same items.
+  const stream = client.responses.stream(req);
+  const deltas = [];
+  stream.on('response.output_text.delta', (e) => deltas.push(e.delta));
+  const final = await stream.finalResponse();
+  // Item ids are per response; everything else is the same greedy reply.
+  const items = (r) => r.output.map(({ id, ...rest }) => rest);
+  assert.deepEqual(items(final), items(a));
+  assert.equal(final.output_text, a.output_text);
+  assert.equal(deltas.join(''), a.output_text);
+  // Raw events: created first, numbered from 0, completed or incomplete last.
+  const events = [];
+  for await (const e of await client.responses.create({ ...req, stream: true })) events.push(e);
+  assert.equal(events[0].type, 'response.created');
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  assert.ok(['response.completed', 'response.incomplete'].includes(events.at(-1).type));
+  assert.deepEqual(items(events.at(-1).response), items(a));
+});
+
+test('responses: required, named and single tool calls; the calls and their outputs go back as input', async () => {
+  const tools = shapeTools.map((t) => ({ type: 'function', ...t.function }));
+  const base = { model, input: 'Measure it.', tools, max_output_tokens: 1000, reasoning: { effort: 'none' } };
+  for (const [extra, name, single] of [
+    [{ tool_choice: 'required', temperature: 0 }, null, false],
+    [{ tool_choice: 'required', temperature: 1, parallel_tool_calls: false }, null, true],
+    [{ tool_choice: { type: 'function', name: 'measure' }, temperature: 0 }, 'measure', false]]) {
+    const r = await client.responses.create({ ...base, ...extra });
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(r.status, 'completed', JSON.stringify(r.output));
+    assert.ok(calls.length >= 1);
+    if (single) assert.equal(calls.length, 1);
+    for (const call of calls) {
+      if (name) assert.equal(call.name, name);
+      const args = JSON.parse(call.arguments);
+      if (call.name === 'measure') assert.ok(matchesShape(args), call.arguments);
+      else assert.deepEqual(Object.keys(args), ['on']);
+    }
+    if (name) {
+      // The agent loop: the calls and their outputs appended to the input, then the next turn.
+      const input = [{ role: 'user', content: 'Measure it.' }, ...calls,
+        ...calls.map((c) => ({ type: 'function_call_output', call_id: c.call_id, output: '{"ok": true}' }))];
+      const next = await client.responses.create({ model, input, tools, max_output_tokens: 8, temperature: 0 });
+      assert.ok(['completed', 'incomplete'].includes(next.status));
+      assert.ok(next.usage.input_tokens > r.usage.input_tokens);
+    }
+  }
+});
+
+test('responses: a strict json_schema text format gives output_text valid against it, greedy and sampled', async () => {
+  for (const temperature of [0, 1]) {
+    const r = await client.responses.create({ model, input: 'A shape, please.', max_output_tokens: 200, temperature,
+      reasoning: { effort: 'none' }, text: { format: { type: 'json_schema', name: 'shape', strict: true, schema: shape } } });
+    assert.equal(r.status, 'completed', r.output_text);
+    assert.ok(matchesShape(JSON.parse(r.output_text)), r.output_text);
+  }
+});
+
+test('responses: unknown and unsupported fields are typed 400s naming them', async () => {
+  for (const [extra, param] of [[{ frobnicate: 1 }, 'frobnicate'], [{ previous_response_id: 'resp_x' }, 'previous_response_id'],
+    [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'], [{ include: ['reasoning.encrypted_content'] }, 'include']]) {
+    await assert.rejects(client.responses.create({ model, input: 'x', ...extra }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param, JSON.stringify(extra));
+  }
 });
 
 test('errors: typed OpenAI errors with param and code', async () => {
