@@ -50,8 +50,8 @@ std::string tool_rules(const std::vector<GuidedTool>& tools, Call&& call) {
 }
 
 // What a format writes around the part the grammar constrains: the token that ends free
-// reasoning, the GBNF between that token and the content, and K3's markers as terminals. Throws
-// for a format without a guided form.
+// reasoning, the GBNF between that token (or the reply's start) and the content or calls, and
+// K3's markers as terminals. Throws for a format without a guided form.
 struct Frame {
   int32_t starts_after = -1;
   std::string opening;
@@ -82,10 +82,26 @@ Frame frame(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, bool 
         f.opening = "\"\\n\"? \"\\n\"? ";
       }
       return f;
-    default:
-      fail("guided decoding (response_format, tool_choice) is not supported for the ",
-           tokenizer::chat_format_name(format), " chat format yet (supported: kimi_k3, qwen3)");
+    case tokenizer::ChatFormat::kimi_k2_thinking:
+      // Always reasons: <think>...</think>, then the content or the tool-call section.
+      f.starts_after = need(tok, "</think>", "Kimi K2 Thinking");
+      return f;
+    case tokenizer::ChatFormat::kimi_k2:
+    case tokenizer::ChatFormat::deepseek_v3:
+    case tokenizer::ChatFormat::deepseek_v3_0324:
+      return f;  // they do not reason: the reply is the content or the calls
+    case tokenizer::ChatFormat::gpt_oss: {
+      // The prompt ends in <|start|>assistant. The reasoning is analysis messages, free text
+      // each, before the message the grammar constrains (inside the grammar: harmony has no one
+      // token that ends all reasoning, and a model that skips it goes straight to the answer).
+      const std::string channel = terminal(need(tok, "<|channel|>", "gpt-oss")),
+                        message = terminal(need(tok, "<|message|>", "gpt-oss")),
+                        end = terminal(need(tok, "<|end|>", "gpt-oss")), start = terminal(need(tok, "<|start|>", "gpt-oss"));
+      f.opening = "( " + channel + " \"analysis\" " + message + " .* " + end + " " + start + " \"assistant\" )* ";
+      return f;
+    }
   }
+  fail("guided decoding is not supported for the ", tokenizer::chat_format_name(format), " chat format");
 }
 
 }  // namespace
@@ -110,13 +126,53 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
              f.sep + " " + f.open + " \"json type=\\\"object\\\"\" " + f.sep + " " + cat("tool", i, "-root ") + f.close +
              " \"json\" " + f.sep + " " + f.close + " \"call\" " + f.sep + " )";
     });
-  } else {  // Qwen3: <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>, one per call
+  } else if (format == tokenizer::ChatFormat::qwen3) {
+    // <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>, one per call.
     const std::string call_open = terminal(need(tok, "<tool_call>", "Qwen3")),
                       call_close = terminal(need(tok, "</tool_call>", "Qwen3"));
     root = "root ::= " + f.opening + (parallel ? "call ( \"\\n\" call )*\n" : "call\n");
     root += tool_rules(tools, [&](size_t i, const std::string& name) {
       return "( " + call_open + " " + literal("\n{\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ") +
              " " + cat("tool", i, "-root") + " " + literal("}\n") + " " + call_close + " )";
+    });
+  } else if (format == tokenizer::ChatFormat::kimi_k2 || format == tokenizer::ChatFormat::kimi_k2_thinking) {
+    // The section of calls with ids functions.NAME:INDEX, as the model writes them.
+    const char* model = "Kimi K2";
+    const std::string section_open = terminal(need(tok, "<|tool_calls_section_begin|>", model)),
+                      section_close = terminal(need(tok, "<|tool_calls_section_end|>", model)),
+                      call_open = terminal(need(tok, "<|tool_call_begin|>", model)),
+                      arguments = terminal(need(tok, "<|tool_call_argument_begin|>", model)),
+                      call_close = terminal(need(tok, "<|tool_call_end|>", model));
+    root = "root ::= " + f.opening + section_open + (parallel ? " call+ " : " call ") + section_close + "\n";
+    root += tool_rules(tools, [&](size_t i, const std::string& name) {
+      return "( " + call_open + " " + literal("functions." + name + ":") + " [0-9] [0-9]? " + arguments + " " +
+             cat("tool", i, "-root ") + call_close + " )";
+    });
+  } else if (format == tokenizer::ChatFormat::deepseek_v3 || format == tokenizer::ChatFormat::deepseek_v3_0324) {
+    // As the template writes each call: function<｜tool▁sep｜>NAME, the arguments in a json fence.
+    const char* model = "DeepSeek-V3";
+    const std::string calls_open = terminal(need(tok, "<｜tool▁calls▁begin｜>", model)),
+                      calls_close = terminal(need(tok, "<｜tool▁calls▁end｜>", model)),
+                      call_open = terminal(need(tok, "<｜tool▁call▁begin｜>", model)),
+                      sep = terminal(need(tok, "<｜tool▁sep｜>", model)),
+                      call_close = terminal(need(tok, "<｜tool▁call▁end｜>", model));
+    root = "root ::= " + f.opening + calls_open + (parallel ? " call ( \"\\n\"? call )* " : " call ") + calls_close + "\n";
+    root += tool_rules(tools, [&](size_t i, const std::string& name) {
+      return "( " + call_open + " \"function\" " + sep + " " + literal(name + "\n```json\n") + " " +
+             cat("tool", i, "-root ") + literal("\n```") + " " + call_close + " )";
+    });
+  } else {  // gpt-oss: one call per turn, on the commentary channel to functions.NAME; <|call|> ends it
+    const std::string channel = terminal(need(tok, "<|channel|>", "gpt-oss")),
+                      message = terminal(need(tok, "<|message|>", "gpt-oss")),
+                      constrain = terminal(need(tok, "<|constrain|>", "gpt-oss"));
+    root = "root ::= " + f.opening + "call\n";
+    // The recipient before the channel (as the template writes it) or after it (as the model
+    // often does); the content type " json" or " <|constrain|>json", or none.
+    root += "ctype ::= ( \" json\" | \" \" " + constrain + " \"json\" )?\n";
+    root += tool_rules(tools, [&](size_t i, const std::string& name) {
+      const std::string to = literal(" to=functions." + name);
+      return "( ( " + to + " " + channel + " \"commentary\" | " + channel + " \"commentary\" " + to + " ) ctype " +
+             message + " " + cat("tool", i, "-root") + " )";
     });
   }
   return {std::make_shared<const guide::Grammar>(guide::parse_gbnf(root)), f.starts_after};
@@ -125,7 +181,11 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
 GuidedReply guided_reply(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, bool thinking,
                          const std::string& content_gbnf) {
   const Frame f = frame(tok, format, thinking);
-  std::string root = "root ::= " + f.opening + "content-root";
+  std::string root = "root ::= " + f.opening;
+  // gpt-oss answers on the final channel (<|return|>, an end token, follows).
+  if (format == tokenizer::ChatFormat::gpt_oss)
+    root += terminal(need(tok, "<|channel|>", "gpt-oss")) + " \"final\" " + terminal(need(tok, "<|message|>", "gpt-oss")) + " ";
+  root += "content-root";
   // K3 closes the response block and the message (<|end_of_msg|>, the model's end token, follows).
   if (format == tokenizer::ChatFormat::kimi_k3)
     root += " " + f.close + " \"response\" " + f.sep + " " + f.close + " \"message\" " + f.sep;

@@ -1,8 +1,10 @@
 // Guided replies in a model's chat format: the grammar of everything the model writes after the
 // generation prompt, when its content must follow a grammar (response_format json_object or
-// json_schema). The format's own structure around the content (K3's closing tags, Qwen3's lines
-// after </think>) is part of the grammar, so the reply parser sees a well-formed reply; a
-// reasoning block before it stays free (GrammarConstraint's starts_after: the token that ends it).
+// json_schema) or it must call tools. The format's own structure around the content (K3's closing
+// tags, Qwen3's lines after </think>, gpt-oss's final channel) is part of the grammar, so the
+// reply parser sees a well-formed reply; a reasoning block before it stays free
+// (GrammarConstraint's starts_after: the token that ends it; gpt-oss's analysis messages are free
+// text inside the grammar, as no one token ends them). Every chat format has a guided form.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,9 +39,11 @@ struct GuidedTool {
 // The grammar of a reply that is one or more calls of `tools` (any of them, each with arguments
 // valid against its schema) in the format's own tool-call syntax and nothing else after the
 // reasoning: K3's tools block (each call's arguments as one <|open|>json type="object"<|sep|>
-// block, which K3's parser reads as the arguments), Qwen3's <tool_call> lines. Throws
-// sluice::Error for a format without a guided form or a schema the grammar cannot enforce.
-// `parallel`: one or more calls (OpenAI's parallel_tool_calls, the default), else exactly one.
+// block, which K3's parser reads as the arguments), Qwen3's <tool_call> lines, Kimi K2's tool-call
+// section (ids functions.NAME:INDEX), DeepSeek-V3's calls with json fences, gpt-oss's one call on
+// the commentary channel. Throws sluice::Error for a schema the grammar cannot enforce.
+// `parallel`: one or more calls (OpenAI's parallel_tool_calls, the default), else exactly one
+// (gpt-oss: always one, as it makes one call per turn).
 GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tokenizer, tokenizer::ChatFormat format, bool thinking,
                               const std::vector<GuidedTool>& tools, bool parallel = true);
 

@@ -413,8 +413,8 @@ tokenizer::ChatOptions messages_chat_options(ChatFormat format, const MessagesRe
     return chat_options_for(format, c);
   } catch (const ApiError& e) {
     if (e.param == "tool_choice")
-      unsupported("tool_choice", "this model's chat format cannot force or forbid tool use; give type 'auto' or leave "
-                                 "tool_choice out.");
+      unsupported("tool_choice", "this model's chat format cannot forbid tool use; give type 'auto', 'any' or 'tool', "
+                                 "or leave tool_choice out.");
     throw;
   }
 }

@@ -6,14 +6,13 @@ namespace {
 
 using tokenizer::ChatFormat;
 
-// Formats whose templates have no tool-choice or response-format control.
-void refuse_controls(const ChatRequest& c, const std::string& model) {
-  if (c.tool_choice == "none" || c.tool_choice == "required")
-    invalid("tool_choice", model + "'s chat format has no tool_choice control; give 'auto' or leave it out.",
-            "unsupported_value");
-  if (!c.response_format.is_null())
-    invalid("response_format", model + "'s chat format has no response_format control; give type 'text'.",
-            "unsupported_value");
+// Formats whose templates cannot say "call no tool": tool_choice none is refused. Required and
+// named calls and response formats need no template control: guided decoding enforces them
+// (runtime/guided_reply.h).
+void refuse_tool_choice_none(const ChatRequest& c, const std::string& model) {
+  if (c.tool_choice == "none")
+    invalid("tool_choice", model + "'s chat format has no tool_choice control for 'none'; give 'auto', 'required' or "
+            "leave it out.", "unsupported_value");
 }
 
 }  // namespace
@@ -37,18 +36,14 @@ tokenizer::ChatOptions chat_options_for(ChatFormat format, const ChatRequest& c)
       if (!effort.empty() && effort != "none")
         invalid("reasoning_effort", "Qwen3 models have no thinking effort; give 'none' (thinking off) or leave it out.",
                 "unsupported_value");
-      // No template control, but guided decoding enforces a response format and required tool
-      // calls all the same ("none" would need the template to say it).
-      if (c.tool_choice == "none")
-        invalid("tool_choice", "Qwen3's chat format has no tool_choice control for 'none'; give 'auto', 'required' or "
-                "leave it out.", "unsupported_value");
+      refuse_tool_choice_none(c, "Qwen3");
       break;
     case ChatFormat::gpt_oss:
       if (effort == "none" || effort == "max")
         invalid("reasoning_effort", "gpt-oss always reasons; its reasoning efforts are low, medium and high.",
                 "unsupported_value");
       co.reasoning_effort = effort;
-      refuse_controls(c, "gpt-oss");
+      refuse_tool_choice_none(c, "gpt-oss");
       break;
     case ChatFormat::deepseek_v3:
     case ChatFormat::deepseek_v3_0324:
@@ -58,7 +53,7 @@ tokenizer::ChatOptions chat_options_for(ChatFormat format, const ChatRequest& c)
         invalid("reasoning_effort", model + " does not reason; give 'none' or leave reasoning_effort out.",
                 "unsupported_value");
       co.thinking = false;
-      refuse_controls(c, model);
+      refuse_tool_choice_none(c, model);
       break;
     }
     case ChatFormat::kimi_k2_thinking:
@@ -66,7 +61,7 @@ tokenizer::ChatOptions chat_options_for(ChatFormat format, const ChatRequest& c)
         invalid("reasoning_effort",
                 "Kimi-K2-Thinking always thinks and has no effort setting; leave reasoning_effort out.",
                 "unsupported_value");
-      refuse_controls(c, "Kimi-K2-Thinking");
+      refuse_tool_choice_none(c, "Kimi-K2-Thinking");
       break;
   }
   return co;

@@ -12,9 +12,11 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "guide/json_schema.h"
 #include "model_test_util.h"
 #include "serve_test_util.h"
@@ -180,56 +182,125 @@ TEST_F(GuidedReplyTest, RequiredToolCallsParseAndMatchTheirSchemas) {
 // choice among the allowed tokens at every step, ending where allowed half the time), parsed back
 // by each format's own reply parser: the grammar writes exactly the syntax the parser reads, with
 // and without a reasoning block before it.
+// A random walk through a guided grammar: from every state a token the constraint allows, chosen
+// at random (the end token half the time it is allowed), after the reasoning a format writes
+// first when `thinking` ("let me think", then what ends it). Returns the ids, ending in `end`.
+struct Walker {
+  const tokenizer::Tokenizer* tok;
+  tokenizer::ChatFormat format;
+  int32_t end;
+
+  std::vector<int32_t> encode(const std::string& text) const {
+    std::vector<int32_t> ids;
+    for (char ch : text) ids.push_back(tok->encode(std::string(1, ch))[0]);
+    return ids;
+  }
+  std::vector<int32_t> walk(const std::shared_ptr<const guide::Vocabulary>& vocab, const runtime::GuidedReply& guided,
+                            bool thinking, uint64_t seed) const {
+    runtime::GrammarConstraint walk(vocab, guided.grammar, {end}, guided.starts_after);
+    std::vector<int32_t> ids;
+    std::mt19937_64 rng(seed);
+    std::vector<uint64_t> bits(size_t((vocab->size() + 63) / 64));
+    if (thinking) {
+      if (format == tokenizer::ChatFormat::gpt_oss) {  // an analysis message, inside the grammar
+        auto lit = [&](const char* s) { ids.push_back(*tok->special_id(s)); };
+        lit("<|channel|>");
+        for (int32_t t : encode("analysis")) ids.push_back(t);
+        lit("<|message|>");
+        for (int32_t t : encode("let me think")) ids.push_back(t);
+        lit("<|end|>");
+        lit("<|start|>");
+        for (int32_t t : encode("assistant")) ids.push_back(t);
+      } else {  // free text, then the token that ends it
+        ids = encode("let me think");
+        ids.push_back(guided.starts_after);
+      }
+      for (int32_t t : ids) {
+        EXPECT_TRUE(walk.allows(t)) << tok->decode(std::span<const int32_t>(&t, 1));
+        walk.accept(t);
+      }
+      // Qwen3 and Kimi K2 Thinking write <think> themselves (K3's prompt opens it).
+      if (format == tokenizer::ChatFormat::qwen3 || format == tokenizer::ChatFormat::kimi_k2_thinking)
+        ids.insert(ids.begin(), *tok->special_id("<think>"));
+    }
+    for (int step = 0; step < 20000; ++step) {
+      walk.allowed(bits);
+      std::vector<int32_t> ok;
+      for (int32_t t = 0; t < vocab->size(); ++t)
+        if (runtime::bit(bits, t)) ok.push_back(t);
+      if (ok.empty()) {
+        ADD_FAILURE() << "no token allowed after " << tok->decode(ids);
+        break;
+      }
+      int32_t t = ok[rng() % ok.size()];
+      if (runtime::bit(bits, end) && rng() % 2 == 0) t = end;
+      walk.accept(t);
+      ids.push_back(t);
+      if (t == end) break;
+    }
+    EXPECT_EQ(ids.back(), end) << "the walk did not end";
+    return ids;
+  }
+  tokenizer::ParsedReply parse(const std::vector<int32_t>& ids, bool thinking) const {
+    tokenizer::ChatOptions co;
+    co.thinking = thinking;
+    return tokenizer::parse_reply(*tok, format, ids, tokenizer::prompt_opens_think(format, co));
+  }
+  // Which `thinking` a request can have in this format: both, or the one the model always has.
+  std::vector<bool> thinking_modes() const {
+    switch (format) {
+      case tokenizer::ChatFormat::kimi_k3:
+      case tokenizer::ChatFormat::qwen3:
+      case tokenizer::ChatFormat::gpt_oss: return {false, true};  // gpt-oss: with and without analysis
+      case tokenizer::ChatFormat::kimi_k2_thinking: return {true};
+      default: return {false};
+    }
+  }
+  // The reasoning a walk should parse back to (gpt-oss walks may add analysis messages of their own).
+  void expect_reasoning(const tokenizer::ParsedReply& reply, bool thinking, const std::string& text) const {
+    if (format == tokenizer::ChatFormat::gpt_oss) {
+      if (thinking) {
+        EXPECT_EQ(reply.reasoning.rfind("let me think", 0), 0u) << text;
+      }
+    } else {
+      EXPECT_EQ(reply.reasoning, thinking ? "let me think" : "") << text;
+    }
+  }
+};
+
+std::vector<Walker> every_format_walker(const tokenizer::Tokenizer* k3, const tokenizer::Tokenizer* all) {
+  using F = tokenizer::ChatFormat;
+  return {{k3, F::kimi_k3, *k3->special_id("<|end_of_msg|>")},
+          {all, F::qwen3, *all->special_id("<|im_end|>")},
+          {all, F::kimi_k2, *all->special_id("<|im_end|>")},
+          {all, F::kimi_k2_thinking, *all->special_id("<|im_end|>")},
+          {all, F::deepseek_v3, *all->special_id("<｜end▁of▁sentence｜>")},
+          {all, F::deepseek_v3_0324, *all->special_id("<｜end▁of▁sentence｜>")},
+          {all, F::gpt_oss, *all->special_id("<|call|>")}};
+}
+
 TEST_F(GuidedReplyTest, RandomWalksThroughEveryFormatsGrammarParseBack) {
   const auto tools = agent_tools();
-  auto qwen = serve::byte_all_formats_tokenizer();
-  struct Case {
-    const tokenizer::Tokenizer* tok;
-    tokenizer::ChatFormat format;
-    int32_t end;
-  };
-  const Case cases[] = {{tok_, tokenizer::ChatFormat::kimi_k3, *tok_->special_id("<|end_of_msg|>")},
-                        {qwen.get(), tokenizer::ChatFormat::qwen3, *qwen->special_id("<|im_end|>")}};
+  auto all = serve::byte_all_formats_tokenizer();
   bool ran = false;
-  for (const Case& c : cases) {
+  // Arguments by tool over every format: one validator run per tool.
+  std::map<std::string, std::vector<std::string>> args_by_tool;
+  for (const Walker& c : every_format_walker(tok_, all.get())) {
     auto vocab = runtime::guide_vocabulary(*c.tok, c.tok->vocab_size());
-    std::map<std::string, std::vector<std::string>> args_by_tool;
+    std::set<std::string> called;
     int walks = 0, calls = 0;
-    for (bool thinking : {false, true}) {
+    for (bool thinking : c.thinking_modes()) {
       for (size_t i = 0; i < tools.size(); ++i) {
         const std::vector<runtime::GuidedTool> offered = {tools[i], tools[(i + 7) % tools.size()]};
         const auto guided = runtime::guided_tool_calls(*c.tok, c.format, thinking, offered, i % 2 == 0);
-        runtime::GrammarConstraint walk(vocab, guided.grammar, {c.end}, guided.starts_after);
-        std::vector<int32_t> ids;
-        std::mt19937_64 rng(1000 * size_t(thinking) + i);
-        std::vector<uint64_t> bits(size_t((vocab->size() + 63) / 64));
-        if (thinking) {  // some reasoning text, then the token that ends it
-          for (char ch : std::string("let me think")) ids.push_back(c.tok->encode(std::string(1, ch))[0]);
-          ids.push_back(guided.starts_after);
-          for (int32_t t : ids) walk.accept(t);
-          if (c.format == tokenizer::ChatFormat::qwen3) ids.insert(ids.begin(), *c.tok->special_id("<think>"));
-        }
-        for (int step = 0; step < 20000; ++step) {
-          walk.allowed(bits);
-          std::vector<int32_t> ok;
-          for (int32_t t = 0; t < vocab->size(); ++t)
-            if (runtime::bit(bits, t)) ok.push_back(t);
-          ASSERT_FALSE(ok.empty());
-          int32_t t = ok[rng() % ok.size()];
-          if (runtime::bit(bits, c.end) && rng() % 2 == 0) t = c.end;
-          walk.accept(t);
-          ids.push_back(t);
-          if (t == c.end) break;
-        }
-        ASSERT_EQ(ids.back(), c.end) << "walk " << i << " did not end";
+        const auto ids = c.walk(vocab, guided, thinking, 1000 * size_t(thinking) + i);
         ++walks;
-        tokenizer::ChatOptions co;
-        co.thinking = thinking;
-        const auto reply = tokenizer::parse_reply(*c.tok, c.format, ids, tokenizer::prompt_opens_think(c.format, co));
-        EXPECT_TRUE(reply.complete);
-        EXPECT_EQ(reply.content, "") << c.tok->decode(ids);
-        EXPECT_EQ(reply.reasoning, thinking ? "let me think" : "");
-        ASSERT_FALSE(reply.tool_calls.empty()) << c.tok->decode(ids);
+        const std::string text = c.tok->decode(ids);
+        const auto reply = c.parse(ids, thinking);
+        EXPECT_TRUE(reply.complete) << text;
+        EXPECT_EQ(reply.content, "") << text;
+        c.expect_reasoning(reply, thinking, text);
+        ASSERT_FALSE(reply.tool_calls.empty()) << text;
         if (i % 2 == 1) {
           EXPECT_EQ(reply.tool_calls.size(), 1u);
         }
@@ -239,18 +310,54 @@ TEST_F(GuidedReplyTest, RandomWalksThroughEveryFormatsGrammarParseBack) {
           const auto args = Json::parse(call.arguments, nullptr, false);
           ASSERT_TRUE(!args.is_discarded() && args.is_object()) << call.arguments;
           args_by_tool[call.name].push_back(call.arguments);
+          called.insert(call.name);
         }
       }
     }
-    for (const auto& [name, docs] : args_by_tool) {
-      const auto t = std::find_if(tools.begin(), tools.end(), [&](const auto& x) { return x.name == name; });
-      EXPECT_TRUE(independently_valid(t->parameters, docs, std::string(tokenizer::chat_format_name(c.format)) + "-" + name,
-                                      &ran))
-          << name;
-    }
     std::printf("[guided walk] %s: %d replies, %d calls of %zu tools\n", tokenizer::chat_format_name(c.format), walks,
-                calls, args_by_tool.size());
-    EXPECT_EQ(walks, 40);
+                calls, called.size());
+    EXPECT_EQ(walks, int(20 * c.thinking_modes().size()));
+  }
+  for (const auto& [name, docs] : args_by_tool) {
+    const auto t = std::find_if(tools.begin(), tools.end(), [&](const auto& x) { return x.name == name; });
+    EXPECT_TRUE(independently_valid(t->parameters, docs, "walk-" + name, &ran)) << name;
+  }
+}
+
+// The content grammars (response_format json_schema) of every format, walked the same way: the
+// format's parser gives content that is JSON valid against the schema, and nothing else.
+TEST_F(GuidedReplyTest, RandomWalksThroughEveryFormatsContentGrammarParseBack) {
+  const auto tools = agent_tools();
+  auto all = serve::byte_all_formats_tokenizer();
+  bool ran = false;
+  std::map<size_t, std::vector<std::string>> docs_by_schema;  // one validator run per schema
+  for (const Walker& c : every_format_walker(tok_, all.get())) {
+    // Content ends where the format's answer ends: gpt-oss's final message with <|return|>.
+    Walker w = c;
+    if (c.format == tokenizer::ChatFormat::gpt_oss) w.end = *c.tok->special_id("<|return|>");
+    auto vocab = runtime::guide_vocabulary(*c.tok, c.tok->vocab_size());
+    int walks = 0;
+    for (bool thinking : c.thinking_modes()) {
+      for (size_t i = 0; i < tools.size(); i += 3) {
+        const Json schema = tools[i].parameters.is_null() ? Json{{"type", "object"}} : tools[i].parameters;
+        const auto guided = runtime::guided_reply(*c.tok, c.format, thinking, guide::json_schema_gbnf(schema, "content-"));
+        const auto ids = w.walk(vocab, guided, thinking, 7000 + 1000 * size_t(thinking) + i);
+        ++walks;
+        const std::string text = c.tok->decode(ids);
+        const auto reply = w.parse(ids, thinking);
+        EXPECT_TRUE(reply.complete) << text;
+        EXPECT_TRUE(reply.tool_calls.empty()) << text;
+        w.expect_reasoning(reply, thinking, text);
+        const auto doc = Json::parse(reply.content, nullptr, false);
+        ASSERT_FALSE(doc.is_discarded()) << reply.content;
+        docs_by_schema[i].push_back(reply.content);
+      }
+    }
+    std::printf("[guided walk] %s: %d JSON replies\n", tokenizer::chat_format_name(c.format), walks);
+  }
+  for (const auto& [i, docs] : docs_by_schema) {
+    const Json schema = tools[i].parameters.is_null() ? Json{{"type", "object"}} : tools[i].parameters;
+    EXPECT_TRUE(independently_valid(schema, docs, cat("content-", tools[i].name), &ran)) << tools[i].name;
   }
 }
 

@@ -54,18 +54,13 @@ TEST(ServeChatOptions, EffortsPerFormat) {
   }
   EXPECT_NO_THROW(chat_options_for(ChatFormat::kimi_k2_thinking, request("")));
   EXPECT_EQ(refused_param(ChatFormat::kimi_k2_thinking, request("none")), "reasoning_effort");
-  // Only K3 has tool-choice and response-format controls in its template; Qwen3 gets response
-  // formats and required calls from guided decoding alone.
+  // Only K3's template can say "call no tool"; every format gets response formats and required
+  // calls from guided decoding.
   for (ChatFormat f : {ChatFormat::qwen3, ChatFormat::deepseek_v3, ChatFormat::kimi_k2, ChatFormat::kimi_k2_thinking,
                        ChatFormat::gpt_oss}) {
     EXPECT_EQ(refused_param(f, request("", "none")), "tool_choice") << tokenizer::chat_format_name(f);
-    if (f == ChatFormat::qwen3) {
-      EXPECT_NO_THROW(chat_options_for(f, request("", "", Json{{"type", "json_object"}})));
-      EXPECT_NO_THROW(chat_options_for(f, request("", "required")));
-    } else {
-      EXPECT_EQ(refused_param(f, request("", "", Json{{"type", "json_object"}})), "response_format");
-      EXPECT_EQ(refused_param(f, request("", "required")), "tool_choice");
-    }
+    EXPECT_NO_THROW(chat_options_for(f, request("", "", Json{{"type", "json_object"}})));
+    EXPECT_NO_THROW(chat_options_for(f, request("", "required")));
     EXPECT_NO_THROW(chat_options_for(f, request("", "auto")));
   }
 }
