@@ -1,11 +1,13 @@
-// libFuzzer target for HTTP request bodies of every route that parses one (POST /v1/completions and
-// /v1/chat/completions; the GET routes read no body) and for what a chat request feeds the chat
+// libFuzzer target for HTTP request bodies of every OpenAI route that parses one (POST
+// /v1/completions, /v1/chat/completions and /v1/responses, which maps onto a chat request; the GET
+// routes read no body) and for what a chat request feeds the chat
 // templates: the input is the raw body. parse_body and both request parsers may only succeed or
 // throw serve::ApiError with a 4xx status (whose error body must dump); an accepted chat request is
 // rendered in every chat format with the options serve/chat_options.cpp derives from it (a format
 // that refuses the request is skipped), which may only succeed or throw sluice::Error, and must
 // produce ids that spell the rendered text.
-// fuzz-sources: src/serve/openai_request.cpp src/serve/chat_options.cpp src/format/json_util.cpp
+// fuzz-sources: src/serve/openai_request.cpp src/serve/responses_request.cpp src/serve/chat_options.cpp
+// fuzz-sources: src/format/json_util.cpp
 // fuzz-sources: src/core/regular_file.cpp
 // fuzz-sources: src/tokenizer/utf8.cpp src/tokenizer/byte_pair.cpp src/tokenizer/regex_splitter.cpp
 // fuzz-sources: src/tokenizer/tiktoken_bpe.cpp src/tokenizer/token_table.cpp src/tokenizer/hf_tokenizer.cpp
@@ -25,6 +27,7 @@
 #include "fuzz_chat.h"
 #include "serve/chat_options.h"
 #include "serve/openai_request.h"
+#include "serve/responses_request.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,6 +93,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)c.tools.dump();
     (void)c.response_format.dump();
     render(*tok, c);
+  } catch (const serve::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    serve::ResponsesRequest r = serve::parse_responses_request(j, limits);
+    check(r.chat.messages.is_array() && r.echo.is_object());
+    (void)r.echo.dump();
+    render(*tok, r.chat);
   } catch (const serve::ApiError& e) {
     check_error(e);
   }
