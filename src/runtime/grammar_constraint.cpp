@@ -44,17 +44,45 @@ struct Timed {
 };
 }  // namespace
 
-GrammarConstraint::~GrammarConstraint() { join(); }
+GrammarConstraint::~GrammarConstraint() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
 
 void GrammarConstraint::join() {
-  if (worker_.joinable()) worker_.join();
+  if (!worker_.joinable()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !job_; });
+}
+
+void GrammarConstraint::work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return job_ || stop_; });
+    if (stop_) return;
+    lock.unlock();
+    compute(ahead_);  // the caller waits in join() before it touches the matcher or ahead_
+    lock.lock();
+    job_ = false;
+    cv_.notify_all();
+  }
 }
 
 void GrammarConstraint::prepare() {
   join();
-  ahead_.resize(size_t((vocab_->size() + 63) / 64));
+  ahead_.resize(size_t((vocab_->size() + 63) / 64));  // allocates at the first call only
   ahead_ready_ = true;
-  worker_ = std::thread([this] { compute(ahead_); });
+  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = true;
+  }
+  cv_.notify_all();
 }
 
 void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {

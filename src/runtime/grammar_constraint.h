@@ -5,8 +5,10 @@
 // the token `starts_after` is chosen anything but an end-of-sequence token is allowed, and the
 // grammar applies from the token after it.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,8 +36,9 @@ class GrammarConstraint : public TokenConstraint {
   void accept(int32_t token) override;
   void save() override;
   void restore() override;
-  // Starts computing the mask of the current position on a thread of its own; the next call of
-  // any other method waits for it (allowed() then copies it).
+  // Starts computing the mask of the current position on the constraint's worker thread (started
+  // at the first call, kept until the constraint is destroyed: a step starts no thread); the next
+  // call of any other method waits for it (allowed() then copies it).
   void prepare() override;
   ~GrammarConstraint() override;
 
@@ -52,6 +55,7 @@ class GrammarConstraint : public TokenConstraint {
   bool is_eos(int32_t t) const;
   void compute(std::vector<uint64_t>& bits);  // the mask at the current position
   void join();                                // waits for prepare()'s mask, if one is running
+  void work();                                // the worker: computes ahead_ whenever job_ is set
 
   std::shared_ptr<const guide::Vocabulary> vocab_;
   guide::Matcher matcher_;
@@ -65,6 +69,10 @@ class GrammarConstraint : public TokenConstraint {
   uint64_t masks_ = 0;
   double wait_s_ = 0;
   std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool job_ = false;   // a mask to compute ahead (mu_): set by prepare(), cleared by the worker
+  bool stop_ = false;  // the worker ends (mu_)
   std::vector<uint64_t> ahead_;  // prepare()'s mask
   bool ahead_ready_ = false;
 };
