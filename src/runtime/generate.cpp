@@ -100,6 +100,35 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   };
   r.prefill_ms = ms_since(t0);
   if (opt.max_new <= 0) return;
+  if (opt.top_logprobs < 0 || opt.top_logprobs > 20) fail("top_logprobs must be in 0..20");
+
+  // Log-probabilities of a token chosen from `row`, under the constraint's mask as it stands
+  // before the token (one buffer, reused).
+  TokenLogprobs lp;
+  lp.top.reserve(size_t(opt.top_logprobs) + 1);
+  auto report = [&](int32_t id, const float* row) {
+    if (guide) guide->allowed(allowed_bits);
+    auto ok = [&](int64_t t) { return !guide || bit(allowed_bits, t); };
+    float top = -INFINITY;
+    for (int64_t t = 0; t < V; ++t)
+      if (ok(t)) top = std::max(top, row[t]);
+    double sum = 0;
+    for (int64_t t = 0; t < V; ++t)
+      if (ok(t)) sum += std::exp(double(row[t]) - double(top));
+    const double log_z = double(top) + std::log(sum);
+    lp.token = id;
+    lp.logprob = float(double(row[id]) - log_z);
+    lp.top.clear();
+    const size_t k = size_t(opt.top_logprobs);
+    for (int64_t t = 0; t < V && k > 0; ++t) {
+      if (!ok(t) || (lp.top.size() == k && row[t] <= lp.top.back().second)) continue;
+      auto at = std::find_if(lp.top.begin(), lp.top.end(), [&](const auto& e) { return row[t] > e.second; });
+      lp.top.insert(at, {int32_t(t), row[t]});
+      if (lp.top.size() > k) lp.top.pop_back();
+    }
+    for (auto& e : lp.top) e.second = float(double(e.second) - log_z);
+    opt.on_logprobs(lp);
+  };
 
   // history = prompt + generated; its last token is the pending one (not yet fed to the target).
   // Both are sized for the whole run up front: a step appends without allocating.
@@ -108,7 +137,8 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
   history.assign(prompt.begin(), prompt.end());
   r.generated.reserve(r.generated.size() + size_t(opt.max_new));
   bool done = false;
-  auto emit = [&](int32_t id) {
+  auto emit = [&](int32_t id, const float* row) {
+    if (opt.on_logprobs) report(id, row);
     if (guide) guide->accept(id);
     r.generated.push_back(id);
     history.push_back(id);
@@ -121,7 +151,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     }
   };
   if (opt.on_logits) opt.on_logits(logits.data(), V);
-  emit(choose(logits.data()));
+  emit(choose(logits.data()), logits.data());
   if (opt.drafter && !done) opt.drafter->catch_up(history);
   r.prefill_ms = ms_since(t0);
   {
@@ -191,7 +221,7 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
       hand_over(first, 1);
       size_t before = r.generated.size();
       if (opt.on_logits) opt.on_logits(logits.data(), V);
-      emit(choose(logits.data()));
+      emit(choose(logits.data()), logits.data());
       step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
     } else {
       rows.assign(1, pending);
@@ -230,8 +260,9 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
       m.commit_prefix(state, int64_t(accepted) + 1);
       hand_over(first, int64_t(accepted) + 1);
       size_t before = r.generated.size();
-      for (size_t i = 0; i < accepted && !done; ++i) emit(drafts[i]);
-      if (!done) emit(follow);
+      // Draft i was judged by row i; the token after them by the row after the last accepted.
+      for (size_t i = 0; i < accepted && !done; ++i) emit(drafts[i], rows_logits.data() + i * size_t(V));
+      if (!done) emit(follow, rows_logits.data() + accepted * size_t(V));
       step.emitted.assign(r.generated.begin() + long(before), r.generated.end());
       step.proposed = int(drafts.size());
       step.accepted = int(accepted);

@@ -19,6 +19,14 @@
 
 namespace sluice::runtime {
 
+// A generated token's log-probability and the most likely tokens at its position
+// (GenerateOptions::on_logprobs).
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, log-probability), most likely first
+};
+
 struct GenerateOptions {
   int64_t max_new = 32;
   int64_t prefill_chunk = 0;    // positions per prefill pass; 0 = as many as prefill_memory allows
@@ -48,6 +56,13 @@ struct GenerateOptions {
   // of the prompt is always seen.
   int64_t snapshot_every = 0;
   std::function<void(int64_t length)> on_snapshot;
+  // Sees each generated token's log-probability and the top_logprobs (0..20) most likely tokens of
+  // its row, before on_token: the log-softmax of the target's logits as they are (temperature 1,
+  // whatever the sampler's temperature), over the tokens the constraint allows when there is one.
+  // Drafted tokens report the verify pass's row that judged them: the same row a step without
+  // drafts computes.
+  int top_logprobs = 0;
+  std::function<void(const TokenLogprobs&)> on_logprobs;
 };
 
 // One decode step as the loop saw it (for event logs and --stats).

@@ -36,6 +36,9 @@ class OpenAiWriter final : public ReplyWriter {
     content_ += text;
     if (ctx_.stream) send_(sse_event(chat_ ? delta_chunk(Json{{"content", text}}) : delta_chunk(Json(text))));
   }
+  // A stream sends each token's entry with the next chunk (text lags tokens: the reply parser and
+  // stop sequences withhold some); a whole response lists them all.
+  void logprobs(const Json& entry) override { pending_.push_back(entry); }
 
   Json finish(const ReplyEnd& end) override {
     // The service has given every call an id.
@@ -53,8 +56,8 @@ class OpenAiWriter final : public ReplyWriter {
         }
         send_(sse_event(delta_chunk(Json{{"tool_calls", deltas}})));
       }
-      Json last = chat_ ? chunk(Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}})
-                        : chunk(Json{{"text", ""}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}});
+      Json last = chat_ ? chunk(Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", take()}, {"finish_reason", finish}})
+                        : chunk(Json{{"text", ""}, {"index", 0}, {"logprobs", take()}, {"finish_reason", finish}});
       last["sluice"] = end.stats.json();
       send_(sse_event(last));
       if (ctx_.include_usage) {
@@ -71,9 +74,9 @@ class OpenAiWriter final : public ReplyWriter {
       if (content_.empty() && !tool_calls.empty()) message["content"] = nullptr;
       if (!reasoning_.empty()) message["reasoning_content"] = reasoning_;
       if (!tool_calls.empty()) message["tool_calls"] = tool_calls;
-      choice = {{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      choice = {{"index", 0}, {"message", message}, {"logprobs", take()}, {"finish_reason", finish}};
     } else {
-      choice = {{"text", content_}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      choice = {{"text", content_}, {"index", 0}, {"logprobs", take()}, {"finish_reason", finish}};
     }
     return Json{{"id", ctx_.id},
                 {"object", chat_ ? "chat.completion" : "text_completion"},
@@ -100,16 +103,41 @@ class OpenAiWriter final : public ReplyWriter {
     if (ctx_.include_usage) j["usage"] = nullptr;
     return j;
   }
-  Json delta_chunk(Json delta) const {
+  Json delta_chunk(Json delta) {
     if (chat_)
-      return chunk(Json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
-    return chunk(Json{{"text", std::move(delta)}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+      return chunk(Json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", take()}, {"finish_reason", nullptr}});
+    return chunk(Json{{"text", std::move(delta)}, {"index", 0}, {"logprobs", take()}, {"finish_reason", nullptr}});
+  }
+  // The entries not sent yet in the shape of this API (null without logprobs): chat's
+  // {content: [entries], refusal: null}, completions' parallel arrays with byte offsets into the text.
+  Json take() {
+    if (!ctx_.logprobs) return nullptr;
+    Json out;
+    if (chat_) {
+      out = {{"content", std::move(pending_)}, {"refusal", nullptr}};
+    } else {
+      Json tokens = Json::array(), values = Json::array(), top = Json::array(), offsets = Json::array();
+      for (const Json& e : pending_) {
+        tokens.push_back(e["token"]);
+        values.push_back(e["logprob"]);
+        Json alternatives = Json::object();
+        for (const Json& a : e["top_logprobs"]) alternatives[a["token"].get<std::string>()] = a["logprob"];
+        top.push_back(std::move(alternatives));
+        offsets.push_back(text_offset_);
+        text_offset_ += int64_t(e["token"].get_ref<const std::string&>().size());
+      }
+      out = {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}, {"text_offset", offsets}};
+    }
+    pending_ = Json::array();
+    return out;
   }
 
   bool chat_;
   ReplyContext ctx_;
   Send send_;
   std::string reasoning_, content_;  // what the answer holds (non-stream)
+  Json pending_ = Json::array();     // log-probability entries not sent yet
+  int64_t text_offset_ = 0;          // completions: bytes of the tokens sent so far
 };
 
 }  // namespace

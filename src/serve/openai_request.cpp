@@ -323,7 +323,12 @@ CompletionRequest parse_completion_request(Json body, const RequestLimits& limit
     if (as_int(*b) != 1) unsupported("best_of", "Unsupported value for 'best_of': only 1 is supported.");
   }
   require_null_or(body, "echo", [](const Json& v) { return v.is_boolean() && !v.get<bool>(); }, "false");
-  require_null_or(body, "logprobs", [](const Json&) { return false; }, "null (no log probabilities)");
+  if (auto lp = body.find("logprobs"); lp != body.end() && !lp->is_null()) {
+    if (!is_integer(*lp)) wrong_type("logprobs", *lp, "an integer");
+    if (as_int(*lp) < 0 || as_int(*lp) > 20)
+      invalid("logprobs", "Invalid value for 'logprobs': it must be in 0..20.", "invalid_value");
+    r.top_logprobs = int(as_int(*lp));
+  }
   require_null_or(body, "suffix", [](const Json& v) { return v.is_string() && v.get<std::string>().empty(); },
                   "an empty suffix");
   return r;
@@ -341,9 +346,16 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
       !body["max_completion_tokens"].is_null())
     invalid("max_tokens", "Give either 'max_tokens' or 'max_completion_tokens', not both.", "invalid_value");
   r.max_tokens = a ? a : b;
-  require_null_or(body, "logprobs", [](const Json& v) { return v.is_boolean() && !v.get<bool>(); },
-                  "false (no log probabilities)");
-  require_null_or(body, "top_logprobs", [](const Json&) { return false; }, "null");
+  const bool logprobs = bool_field(body, "logprobs", false);
+  if (auto top = body.find("top_logprobs"); top != body.end() && !top->is_null()) {
+    if (!is_integer(*top)) wrong_type("top_logprobs", *top, "an integer");
+    if (as_int(*top) < 0 || as_int(*top) > 20)
+      invalid("top_logprobs", "Invalid value for 'top_logprobs': it must be in 0..20.", "invalid_value");
+    if (!logprobs) invalid("top_logprobs", "'top_logprobs' needs 'logprobs' to be true.", "invalid_value");
+    r.top_logprobs = int(as_int(*top));
+  } else if (logprobs) {
+    r.top_logprobs = 0;
+  }
   require_null_or(body, "audio", [](const Json&) { return false; }, "null (text only)");
   require_null_or(body, "prediction", [](const Json&) { return false; }, "null");
   require_null_or(body, "store", [](const Json& v) { return v.is_boolean() && !v.get<bool>(); }, "false");

@@ -45,6 +45,9 @@ struct CommonRequest {
   bool seed_given = false;
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension (as in vLLM): generate past the end-of-sequence token
+  // Log-probabilities of the generated tokens (completions: logprobs N; chat: logprobs true with
+  // top_logprobs N): -1 none, else N alternatives per token (0..20).
+  int top_logprobs = -1;
 };
 
 struct CompletionRequest : CommonRequest {

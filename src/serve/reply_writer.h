@@ -49,6 +49,7 @@ struct ReplyContext {
   // OpenAI's system_fingerprint: which engine build, model and device produced the reply (two
   // replies with the same fingerprint and seed are the same computation).
   std::string system_fingerprint;
+  bool logprobs = false;  // the response carries log-probabilities (ReplyWriter::logprobs)
 };
 
 class ReplyWriter {
@@ -61,6 +62,10 @@ class ReplyWriter {
   // Text to append; never empty, valid UTF-8.
   virtual void reasoning(const std::string& text) = 0;
   virtual void content(const std::string& text) = 0;
+  // A generated token's log-probabilities ({token, logprob, bytes, top_logprobs: [{token, logprob,
+  // bytes}]}), in order, when the request asked for them (ReplyContext::logprobs). Only OpenAI's
+  // chat and completions requests can ask; the other writers are never given any.
+  virtual void logprobs(const Json& /*entry*/) {}
   // The last events of a stream (returns null), or the whole response.
   virtual Json finish(const ReplyEnd& end) = 0;
   // The event that ends a stream cut short by `e` (a shutdown).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <thread>
@@ -314,7 +315,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
     last_write = Clock::now();
   };
   ReplyContext ctx{req.id, req.created, limits_.model_id, req.common.stream, req.common.include_usage,
-                   int64_t(req.prompt.size()), req.show_reasoning, fingerprint_};
+                   int64_t(req.prompt.size()), req.show_reasoning, fingerprint_, req.common.top_logprobs >= 0};
   std::unique_ptr<ReplyWriter> out =
       req.api == Api::messages    ? make_anthropic_writer(std::move(ctx), send)
       : req.api == Api::responses ? make_responses_writer(std::move(ctx), req.echo, send)
@@ -354,6 +355,17 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   go.max_new = req.max_new;
   go.sampling = req.common.sampling;
   go.stop_at_eos = !req.common.ignore_eos;
+  if (req.common.top_logprobs >= 0) {
+    go.top_logprobs = req.common.top_logprobs;
+    go.on_logprobs = [&](const runtime::TokenLogprobs& lp) {
+      if (go.stop_at_eos && info.is_eos(lp.token)) return;  // the end token is not part of the reply
+      Json entry = token_logprob(lp.token, lp.logprob);
+      Json top = Json::array();
+      for (const auto& [id, value] : lp.top) top.push_back(token_logprob(id, value));
+      entry["top_logprobs"] = std::move(top);
+      out->logprobs(entry);
+    };
+  }
   // A client gone or a shutdown stops the generation within one layer, even inside a prefill.
   // Only the watcher calls client_gone while the generation runs.
   std::atomic<bool> cancel{false};
@@ -437,6 +449,19 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   end.stats.bytes_read = (engine_->store() ? engine_->store()->read_totals().bytes_read : 0) - bytes_before;
   ++completed_;
   return out->finish(end);
+}
+
+Json Service::token_logprob(int32_t id, float logprob) const {
+  std::string_view bytes;
+  try {
+    bytes = tokenizer_->token_bytes(id);
+  } catch (const Error&) {
+    bytes = {};  // an id the tokenizer does not use spells nothing
+  }
+  Json b = Json::array();
+  for (unsigned char c : bytes) b.push_back(int(c));
+  // A probability that underflows to 0 is reported as OpenAI does: -9999.
+  return {{"token", clean(bytes)}, {"logprob", std::isfinite(logprob) ? double(logprob) : -9999.0}, {"bytes", b}};
 }
 
 void Service::publish_store_counters() {

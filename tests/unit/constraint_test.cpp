@@ -4,6 +4,8 @@
 // passes that reject drafts, and greedy output with drafting on equals it with drafting off.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/arch/kimi.h"
 #include "model_test_util.h"
 #include "guide/grammar.h"
@@ -166,6 +168,61 @@ TEST_F(ConstraintTest, SampledTokensAreAlwaysAllowedWithAndWithoutDrafts) {
     const auto r2 = run(o, prompt_);
     EXPECT_EQ(chain2.accepted, r2.generated);
     EXPECT_GT(chain2.masks, 0);
+  }
+}
+
+// Log-probabilities: the log-softmax of the row each token was chosen from (checked against the
+// logits the loop reports), over the allowed tokens under a constraint; greedy's token is the top
+// one; drafted tokens report exactly what undrafted steps do.
+TEST_F(ConstraintTest, LogprobsAreTheRowsLogSoftmaxOverTheAllowedTokensDraftedOrNot) {
+  const int64_t V = int64_t(spec_.vocab);
+  for (bool constrained : {false, true}) {
+    SCOPED_TRACE(constrained ? "constrained" : "free");
+    ModChain chain(V);
+    std::vector<std::vector<float>> rows;
+    std::vector<runtime::TokenLogprobs> seen;
+    GenerateOptions o{.max_new = 12, .stop_at_eos = false, .constraint = constrained ? &chain : nullptr};
+    o.on_logits = [&](const float* logits, int64_t n) { rows.emplace_back(logits, logits + n); };
+    o.top_logprobs = 5;
+    int state = 0;
+    o.on_logprobs = [&](const runtime::TokenLogprobs& lp) {
+      seen.push_back(lp);
+      const std::vector<float>& row = rows.at(seen.size() - 1);
+      double z = 0;
+      for (int64_t t = 0; t < V; ++t)
+        if (!constrained || t % 4 == state) z += std::exp(double(row[size_t(t)]));
+      EXPECT_NEAR(lp.logprob, double(row[size_t(lp.token)]) - std::log(z), 1e-4);
+      ASSERT_EQ(lp.top.size(), 5u);
+      EXPECT_EQ(lp.top[0].first, lp.token);  // greedy chose the most likely (allowed) token
+      EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
+      for (size_t i = 0; i < lp.top.size(); ++i) {
+        if (constrained) {
+          EXPECT_EQ(lp.top[i].first % 4, state);
+        }
+        if (i > 0) {
+          EXPECT_GE(lp.top[i - 1].second, lp.top[i].second);
+        }
+      }
+      state = (lp.token + 1) % 4;
+    };
+    const auto ref = run(o, prompt_);
+    ASSERT_EQ(seen.size(), ref.generated.size());
+    // With drafts (some wrong): the same tokens and bit for bit the same log-probabilities.
+    ReplayDrafter drafter(ref.generated, prompt_.size(), 3);
+    ModChain chain2(V);
+    std::vector<runtime::TokenLogprobs> drafted;
+    GenerateOptions d{.max_new = 12, .stop_at_eos = false, .drafter = &drafter, .fixed_depth = 3,
+                      .constraint = constrained ? &chain2 : nullptr};
+    d.top_logprobs = 5;
+    d.on_logprobs = [&](const runtime::TokenLogprobs& lp) { drafted.push_back(lp); };
+    const auto r = run(d, prompt_);
+    EXPECT_GT(r.accepted, 0);
+    ASSERT_EQ(drafted.size(), seen.size());
+    for (size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_EQ(drafted[i].token, seen[i].token);
+      EXPECT_EQ(drafted[i].logprob, seen[i].logprob) << i;
+      EXPECT_EQ(drafted[i].top, seen[i].top) << i;
+    }
   }
 }
 

@@ -109,7 +109,10 @@ TEST(ServeRequest, UnknownAndUnsupportedFieldsAre400) {
       {"{" + m + R"(,"stream":"yes"})", "stream", "invalid_type"},
       {"{" + m + R"(,"presence_penalty":0.5})", "presence_penalty", "unsupported_value"},
       {"{" + m + R"(,"logit_bias":{"1":2}})", "logit_bias", "unsupported_value"},
-      {"{" + m + R"(,"logprobs":true})", "logprobs", "unsupported_value"},
+      {"{" + m + R"(,"logprobs":"yes"})", "logprobs", "invalid_type"},
+      {"{" + m + R"(,"top_logprobs":3})", "top_logprobs", "invalid_value"},
+      {"{" + m + R"(,"logprobs":true,"top_logprobs":21})", "top_logprobs", "invalid_value"},
+      {"{" + m + R"(,"logprobs":true,"top_logprobs":1.5})", "top_logprobs", "invalid_type"},
       {"{" + m + R"(,"reasoning_effort":"extreme"})", "reasoning_effort", "invalid_value"},
       {"{" + m + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})", "tool_choice", "invalid_value"},
       {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"f"}}})",
@@ -145,6 +148,30 @@ TEST(ServeRequest, UnknownAndUnsupportedFieldsAre400) {
   ApiError wrong_model = chat_error(R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(wrong_model.status, 404);
   EXPECT_EQ(wrong_model.code, "model_not_found");
+}
+
+TEST(ServeRequest, LogprobsAsEachEndpointSpellsThem) {
+  const RequestLimits lim = limits();
+  const std::string m = R"("model":"tiny","messages":[{"role":"user","content":"hi"}])";
+  EXPECT_EQ(parse_chat_request(Json::parse("{" + m + "}"), lim).top_logprobs, -1);
+  EXPECT_EQ(parse_chat_request(Json::parse("{" + m + R"(,"logprobs":false})"), lim).top_logprobs, -1);
+  EXPECT_EQ(parse_chat_request(Json::parse("{" + m + R"(,"logprobs":true})"), lim).top_logprobs, 0);
+  EXPECT_EQ(parse_chat_request(Json::parse("{" + m + R"(,"logprobs":true,"top_logprobs":20})"), lim).top_logprobs, 20);
+  auto completion = [&](const std::string& extra) {
+    return parse_completion_request(Json::parse(R"({"model":"tiny","prompt":"x")" + extra + "}"), lim).top_logprobs;
+  };
+  EXPECT_EQ(completion(""), -1);
+  EXPECT_EQ(completion(R"(,"logprobs":null)"), -1);
+  EXPECT_EQ(completion(R"(,"logprobs":0)"), 0);
+  EXPECT_EQ(completion(R"(,"logprobs":5)"), 5);
+  for (const char* bad : {R"(,"logprobs":21)", R"(,"logprobs":-1)", R"(,"logprobs":true)"}) {
+    try {
+      completion(bad);
+      ADD_FAILURE() << bad;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, "logprobs") << bad;
+    }
+  }
 }
 
 TEST(ServeRequest, CompletionFields) {

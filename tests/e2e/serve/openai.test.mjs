@@ -274,6 +274,35 @@ test('responses: unknown and unsupported fields are typed 400s naming them', asy
   }
 });
 
+test('logprobs: every generated token with its alternatives, JSON and stream alike; completions too', async () => {
+  const req = { model, messages: hi, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 3 };
+  const a = await client.chat.completions.create(req);
+  const lp = a.choices[0].logprobs.content;
+  // Every generated token but an end token that stopped the reply.
+  assert.ok([a.usage.completion_tokens, a.usage.completion_tokens - 1].includes(lp.length), JSON.stringify(a.usage));
+  for (const e of lp) {
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].token, e.token);  // greedy took the most likely token
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+    assert.ok(e.logprob <= 0 && e.top_logprobs[2].logprob <= e.top_logprobs[1].logprob);
+    assert.ok(Array.isArray(e.bytes));
+  }
+  const streamed = [];
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true }))
+    for (const c of chunk.choices) if (c.logprobs?.content) streamed.push(...c.logprobs.content);
+  assert.deepEqual(streamed, lp);
+  const c = await client.completions.create({ model, prompt: 'Once upon', max_tokens: 6, temperature: 0, logprobs: 2 });
+  const l = c.choices[0].logprobs;
+  assert.equal(l.tokens.length, l.token_logprobs.length);
+  assert.equal(l.top_logprobs.length, l.tokens.length);
+  assert.equal(l.text_offset[0], 0);
+  for (let i = 1; i < l.text_offset.length; i++) assert.ok(l.text_offset[i] >= l.text_offset[i - 1]);
+  const none = await client.chat.completions.create({ model, messages: hi, max_tokens: 2, temperature: 0 });
+  assert.equal(none.choices[0].logprobs, null);
+  await assert.rejects(client.chat.completions.create({ model, messages: hi, top_logprobs: 2 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs');
+});
+
 test('errors: typed OpenAI errors with param and code', async () => {
   await assert.rejects(client.chat.completions.create({ model, messages: hi, n: 2 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
