@@ -13,18 +13,7 @@ source "$src/tests/e2e/serve/lib.sh"  # $work (removed at exit), servers killed 
 command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
 model="$src/models/default/target"
 
-# chat URL OUT MESSAGES-JSON: a greedy chat turn of 6 tokens, thinking off.
-chat() {
-  local body
-  body=$(python3 -c "import json,sys; print(json.dumps({'model':'m','messages':json.loads(sys.argv[1]),'max_tokens':6,
-'temperature':0,'reasoning_effort':'none'}))" "$3")
-  code=$(curl -s -o "$2" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$body" "$1/v1/chat/completions")
-  [ "$code" = 200 ] || fail "chat: HTTP $code $(cat "$2")"
-}
-field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
-cached() { field "$1" "j['usage']['prompt_tokens_details']['cached_tokens']"; }
 prompt() { field "$1" "j['usage']['prompt_tokens']"; }
-content() { field "$1" "json.dumps(j['choices'][0]['message']['content'])"; }
 
 # A system prompt of ~2,500 tokens (a byte-pair tokenizer of 4k ids) and four questions.
 system=$(python3 -c "import random; r=random.Random(7); w='def class return import self value index buffer token layer expert cache state'.split(); print(' '.join(r.choice(w) for _ in range(1800)))")
@@ -38,9 +27,9 @@ start_server warm --model "$model" --model-id m --prefix-block 512
 start_server off --model "$model" --model-id m --prefix-cache-gb 0
 for i in 0 1 2 3; do
   m=$(messages "${questions[$i]}")
-  chat "$cold_url" "$work/cold$i.json" "$m"
-  chat "$warm_url" "$work/warm$i.json" "$m"
-  chat "$off_url" "$work/off$i.json" "$m"
+  chat "$cold_url" "$work/cold$i.json" "$m" 6
+  chat "$warm_url" "$work/warm$i.json" "$m" 6
+  chat "$off_url" "$work/off$i.json" "$m" 6
   [ "$(content "$work/warm$i.json")" = "$(content "$work/cold$i.json")" ] ||
     fail "request $i: reply with the prefix cache $(content "$work/warm$i.json") differs from the cold one $(content "$work/cold$i.json")"
   [ "$(content "$work/off$i.json")" = "$(content "$work/cold$i.json")" ] || fail "request $i: reply without the prefix cache differs"
@@ -59,8 +48,8 @@ done
 # The first conversation's second turn, after the three others: continues its own kept state.
 turn2=$(python3 -c "import json,sys; m=json.loads(sys.argv[1]); m += [{'role':'assistant','content':json.loads(sys.argv[2])},
 {'role':'user','content':'Go on.'}]; print(json.dumps(m))" "$(messages "${questions[0]}")" "$(content "$work/warm0.json")")
-chat "$cold_url" "$work/cold4.json" "$turn2"
-chat "$warm_url" "$work/warm4.json" "$turn2"
+chat "$cold_url" "$work/cold4.json" "$turn2" 6
+chat "$warm_url" "$work/warm4.json" "$turn2" 6
 [ "$(content "$work/warm4.json")" = "$(content "$work/cold4.json")" ] || fail "second turn: reply differs from the cold one"
 c=$(cached "$work/warm4.json")
 [ "$c" -ge "$n" ] || fail "second turn of the first chat reused $c tokens, want at least its first prompt's $n"

@@ -13,17 +13,6 @@ command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
 model="$src/models/default/target"
 cache="$work/cache"
 
-# chat URL OUT MESSAGES-JSON: a greedy chat turn of 12 tokens, thinking off.
-chat() {
-  local body
-  body=$(python3 -c "import json,sys; print(json.dumps({'model':'m','messages':json.loads(sys.argv[1]),'max_tokens':12,
-'temperature':0,'reasoning_effort':'none'}))" "$3")
-  code=$(curl -s -o "$2" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$body" "$1/v1/chat/completions")
-  [ "$code" = 200 ] || fail "chat: HTTP $code $(cat "$2")"
-}
-field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
-cached() { field "$1" "j['usage']['prompt_tokens_details']['cached_tokens']"; }
-content() { field "$1" "json.dumps(j['choices'][0]['message']['content'])"; }
 states() { find "$1" -name '*.state' | wc -l; }
 warnings() { grep -c 'warning: state cache' "$1" || true; }
 

@@ -9,24 +9,16 @@
 
 #include "model/registry.h"
 #include "model/state_io.h"
+#include "prompt_util.h"
 #include "runtime/engine.h"
 #include "runtime/prefix_cache.h"
 
 namespace sluice::runtime {
 namespace {
 
-std::string fixture_dir(const std::string& name) { return std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + name; }
-
-std::vector<int32_t> tokens_of(int n, int salt = 0) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(int32_t((i * 37 + salt * 11 + 5) % 97));
-  return p;
-}
-
-std::vector<int32_t> join(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::fixture_dir;
+using testing::join;
+using testing::tokens_of;
 
 class PrefixCacheTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -164,10 +164,12 @@ TEST(ServeAnthropic, ThinkingAndToolChoicePerFormat) {
   const MessagesRequest any = with(R"(,"tool_choice":{"type":"any"})");
   EXPECT_EQ(messages_chat_options(ChatFormat::kimi_k3, any).tool_choice, "required");
   EXPECT_EQ(messages_chat_options(ChatFormat::kimi_k3, with(R"(,"tool_choice":{"type":"none"})")).tool_choice, "none");
-  // Qwen3's template cannot say it, but guided decoding enforces required calls.
-  EXPECT_EQ(refusal(ChatFormat::qwen3, any), "");
-  EXPECT_EQ(refusal(ChatFormat::qwen3, with(R"(,"tool_choice":{"type":"none"})")), "tool_choice");
-  EXPECT_EQ(refusal(ChatFormat::deepseek_v3_0324, any), "tool_choice");
+  // Other templates cannot say it, but guided decoding enforces required calls in every format;
+  // "none" needs the template (K3 only).
+  for (ChatFormat f : {ChatFormat::qwen3, ChatFormat::deepseek_v3_0324, ChatFormat::kimi_k2, ChatFormat::gpt_oss}) {
+    EXPECT_EQ(refusal(f, any), "") << tokenizer::chat_format_name(f);
+    EXPECT_EQ(refusal(f, with(R"(,"tool_choice":{"type":"none"})")), "tool_choice") << tokenizer::chat_format_name(f);
+  }
   EXPECT_FALSE(messages_chat_options(ChatFormat::qwen3, with("")).tools.is_null());
 }
 
@@ -207,24 +209,10 @@ std::vector<std::string> types_of(const std::vector<Json>& events) {
   return t;
 }
 
-// Feeds the same pieces to a streaming and a whole-message writer.
-struct Both {
-  std::string stream_text;
-  std::unique_ptr<ReplyWriter> streamed, whole;
-  explicit Both(int64_t prompt, bool show_reasoning = true) {
-    ReplyContext ctx{"msg_1", 0, "tiny", true, false, prompt, show_reasoning};
-    streamed = make_anthropic_writer(ctx, [this](const std::string& e) { stream_text += e; });
-    ctx.stream = false;
-    whole = make_anthropic_writer(ctx, [](const std::string&) { FAIL() << "a whole message sent an event"; });
-    streamed->begin();
-    whole->begin();
-  }
-  void reasoning(const std::string& t) { streamed->reasoning(t), whole->reasoning(t); }
-  void content(const std::string& t) { streamed->content(t), whole->content(t); }
-  Json finish(const ReplyEnd& end) {
-    EXPECT_TRUE(streamed->finish(end).is_null());
-    return whole->finish(end);
-  }
+// The same pieces to a streaming and a whole-message writer.
+struct Both : BothWriters {
+  explicit Both(int64_t prompt, bool show_reasoning = true)
+      : BothWriters(ReplyContext{"msg_1", 0, "tiny", true, false, prompt, show_reasoning}, make_anthropic_writer) {}
 };
 
 // The blocks a stream builds, as the SDKs accumulate them.

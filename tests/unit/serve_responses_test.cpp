@@ -10,6 +10,7 @@
 #include "serve/responses_reply.h"
 #include "serve/responses_request.h"
 #include "serve/sse.h"
+#include "serve_test_util.h"
 
 namespace sluice::serve {
 namespace {
@@ -162,24 +163,13 @@ Json accumulate(const std::vector<Json>& events) {
   return r;
 }
 
-struct Both {
-  std::string stream_text;
-  std::unique_ptr<ReplyWriter> streamed, whole;
-  explicit Both(bool show_reasoning = true) {
-    ReplyContext ctx{"resp_abc", 7, "tiny", true, false, 10, show_reasoning};
-    const Json echo = {{"instructions", nullptr}, {"tools", Json::array()}};
-    streamed = make_responses_writer(ctx, echo, [this](const std::string& e) { stream_text += e; });
-    ctx.stream = false;
-    whole = make_responses_writer(ctx, echo, [](const std::string&) { FAIL() << "a whole response sent an event"; });
-    streamed->begin();
-    whole->begin();
-  }
-  void reasoning(const std::string& t) { streamed->reasoning(t), whole->reasoning(t); }
-  void content(const std::string& t) { streamed->content(t), whole->content(t); }
-  Json finish(const ReplyEnd& end) {
-    EXPECT_TRUE(streamed->finish(end).is_null());
-    return whole->finish(end);
-  }
+struct Both : BothWriters {
+  explicit Both(bool show_reasoning = true)
+      : BothWriters(ReplyContext{"resp_abc", 7, "tiny", true, false, 10, show_reasoning},
+                    [](ReplyContext ctx, ReplyWriter::Send send) {
+                      return make_responses_writer(std::move(ctx), {{"instructions", nullptr}, {"tools", Json::array()}},
+                                                   std::move(send));
+                    }) {}
 };
 
 TEST(ServeResponses, StreamedEventsBuildTheWholeResponse) {

@@ -141,31 +141,40 @@ TEST_F(ServeTiny, AdmissionComesBeforeTokenizing) {
 }
 
 TEST_F(ServeTiny, ContinuedConversationReusesStateExactly) {
-  ServeOptions o;
-  o.engine.model_dir = dir_->str();
-  o.model_id = "tiny";
-  Service s(o);
-  auto run = [&](const std::string& body) {
-    auto p = s.prepare_completion(body);
-    return s.run(p, {}, [] { return false; });
-  };
-  // One generated token leaves exactly the prompt on the tape; an extension of it is reused.
-  Json first = run(completion("The quick brown fox", 1));
-  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-  Json reused = run(completion("The quick brown fox jumps over", 8));
-  EXPECT_EQ(reused["usage"]["prompt_tokens_details"]["cached_tokens"], 19);
-  EXPECT_EQ(reused["usage"]["prompt_tokens"], 30);
-  // Something else resets the state; the same request then prefills everything and must agree.
-  run(completion("Unrelated", 2));
-  Json fresh = run(completion("The quick brown fox jumps over", 8));
-  EXPECT_EQ(fresh["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-  EXPECT_EQ(fresh["choices"][0]["text"], reused["choices"][0]["text"]);
-  EXPECT_EQ(fresh["usage"]["completion_tokens"], reused["usage"]["completion_tokens"]);
-  // A cancelled generation leaves no reusable tape behind.
-  auto p = s.prepare_completion(completion("The quick brown fox jumps over the lazy dog", 4));
-  EXPECT_THROW(s.run(p, {}, [] { return true; }), ClientGone);
-  Json after = run(completion("The quick brown fox jumps over the lazy dog!", 2));
-  EXPECT_EQ(after["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // Without the prefix cache only the session's last tape is reused; with it (the default), the
+  // state at the end of an earlier prompt comes back after other requests.
+  for (double prefix_cache_gb : {0.0, 2.0}) {
+    SCOPED_TRACE(prefix_cache_gb);
+    const bool cache = prefix_cache_gb > 0;
+    ServeOptions o;
+    o.engine.model_dir = dir_->str();
+    o.engine.prefix_cache_gb = prefix_cache_gb;
+    o.model_id = "tiny";
+    Service s(o);
+    auto run = [&](const std::string& body) {
+      auto p = s.prepare_completion(body);
+      return s.run(p, {}, [] { return false; });
+    };
+    // One generated token leaves exactly the prompt on the tape; an extension of it is reused.
+    Json first = run(completion("The quick brown fox", 1));
+    EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    Json reused = run(completion("The quick brown fox jumps over", 8));
+    EXPECT_EQ(reused["usage"]["prompt_tokens_details"]["cached_tokens"], 19);
+    EXPECT_EQ(reused["usage"]["prompt_tokens"], 30);
+    // Something else moves the state away; the same request then prefills everything (or, with the
+    // prefix cache, all but what follows the first prompt) and must agree.
+    run(completion("Unrelated", 2));
+    Json fresh = run(completion("The quick brown fox jumps over", 8));
+    EXPECT_EQ(fresh["usage"]["prompt_tokens_details"]["cached_tokens"], cache ? 19 : 0);
+    EXPECT_EQ(fresh["choices"][0]["text"], reused["choices"][0]["text"]);
+    EXPECT_EQ(fresh["usage"]["completion_tokens"], reused["usage"]["completion_tokens"]);
+    // A cancelled generation leaves no reusable tape behind (the prefix cache still has the state
+    // at the end of the earlier prompt it extends).
+    auto p = s.prepare_completion(completion("The quick brown fox jumps over the lazy dog", 4));
+    EXPECT_THROW(s.run(p, {}, [] { return true; }), ClientGone);
+    Json after = run(completion("The quick brown fox jumps over the lazy dog!", 2));
+    EXPECT_EQ(after["usage"]["prompt_tokens_details"]["cached_tokens"], cache ? 30 : 0);
+  }
 }
 
 TEST_F(ServeTiny, ChatStreamMatchesJsonAndContinuationIsReused) {

@@ -1,8 +1,13 @@
-// Helpers of the server's unit tests: a byte-level tokenizer with every chat format's markers.
+// Helpers of the server's unit tests: a byte-level tokenizer with every chat format's markers, and
+// a pair of reply writers fed the same pieces.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "serve/reply_writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::serve {
@@ -29,5 +34,27 @@ inline std::unique_ptr<tokenizer::Tokenizer> byte_all_formats_tokenizer() {
     opt.specials.push_back(tokenizer::SpecialToken{id++, s, true});
   return tokenizer::load_tiktoken_bytes(ranks, "byte-all-formats", opt);
 }
+
+// Feeds the same pieces to a streaming writer and a whole-response writer of one API (`make`
+// with ctx, then with ctx.stream false); what the stream sent collects in stream_text.
+struct BothWriters {
+  using Make = std::function<std::unique_ptr<ReplyWriter>(ReplyContext, ReplyWriter::Send)>;
+  std::string stream_text;
+  std::unique_ptr<ReplyWriter> streamed, whole;
+  BothWriters(ReplyContext ctx, const Make& make) {
+    ctx.stream = true;
+    streamed = make(ctx, [this](const std::string& e) { stream_text += e; });
+    ctx.stream = false;
+    whole = make(ctx, [](const std::string&) { FAIL() << "a whole response sent an event"; });
+    streamed->begin();
+    whole->begin();
+  }
+  void reasoning(const std::string& t) { streamed->reasoning(t), whole->reasoning(t); }
+  void content(const std::string& t) { streamed->content(t), whole->content(t); }
+  Json finish(const ReplyEnd& end) {
+    EXPECT_TRUE(streamed->finish(end).is_null());
+    return whole->finish(end);
+  }
+};
 
 }  // namespace sluice::serve

@@ -67,3 +67,17 @@ stop_server() {
   kill -KILL "$pid" 2>/dev/null
   fail "server $pid did not stop within 10 s of SIGTERM"
 }
+
+# chat URL OUT MESSAGES-JSON [MAX-TOKENS]: a greedy chat turn (12 tokens by default), thinking off;
+# the response in OUT, any status but 200 a failure.
+chat() {
+  local body code
+  body=$(python3 -c "import json,sys; print(json.dumps({'model':'m','messages':json.loads(sys.argv[1]),'max_tokens':int(sys.argv[2]),
+'temperature':0,'reasoning_effort':'none'}))" "$3" "${4:-12}")
+  code=$(curl -s -o "$2" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$body" "$1/v1/chat/completions")
+  [ "$code" = 200 ] || fail "chat: HTTP $code $(cat "$2")"
+}
+# field FILE EXPR: EXPR (Python, over the JSON as j) of a response file.
+field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+cached() { field "$1" "j['usage']['prompt_tokens_details']['cached_tokens']"; }
+content() { field "$1" "json.dumps(j['choices'][0]['message']['content'])"; }
