@@ -132,6 +132,8 @@ const char* const kHelp =
     "  /reset         forget the conversation (the system prompt stays)\n"
     "  /stats         the last reply: TTFT, tok/s, drafts accepted, bytes read from the expert store\n"
     "  /save FILE     write the conversation as OpenAI chat JSON (atomically)\n"
+    "  /think on|off|EFFORT  reasoning from the next reply on: on (the format's default), off, or an\n"
+    "                 effort the format takes (K3: low, high, max; gpt-oss: low, medium, high)\n"
     "  /help          this text\n"
     "  /quit          leave (or Ctrl-D on an empty line); Ctrl-C stops a reply\n";
 
@@ -146,6 +148,7 @@ class Chat {
         conversation_(a.model.system_prompt),
         styles_(styles_allowed(1)),
         interactive_(::isatty(0)),
+        think_(a.model.no_think ? "off" : a.model.reasoning_effort.empty() ? "on" : a.model.reasoning_effort),
         progress_(!a.model.no_progress) {}
 
   int loop() {
@@ -205,6 +208,18 @@ class Chat {
     } else if (name == "/system") {
       conversation_.set_system(arg);
       std::fputs(arg.empty() ? "(system prompt cleared)\n" : "(system prompt set; the next reply reads it)\n", stdout);
+    } else if (name == "/think") {
+      if (arg.empty()) {
+        std::printf("(thinking: %s)\n", think_.c_str());
+      } else {
+        try {
+          setup_ = chat_setup_for(setup_.format, arg == "on" ? "" : arg == "off" ? "none" : arg);
+          think_ = arg;
+          std::printf("(thinking: %s, from the next reply on)\n", think_.c_str());
+        } catch (const Error& e) {
+          std::printf("error: %s (thinking stays %s)\n", e.what(), think_.c_str());
+        }
+      }
     } else if (name == "/save") {
       if (arg.empty()) {
         std::fputs("usage: /save FILE\n", stdout);
@@ -349,6 +364,7 @@ class Chat {
   std::unique_ptr<runtime::Session> session_;
   Conversation conversation_;
   const bool styles_, interactive_;
+  std::string think_;  // what /think last set: on, off or an effort
   PrefillProgress progress_;
   TurnStats last_;
   bool has_last_ = false;
@@ -382,7 +398,7 @@ Action register_chat(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model in the terminal (streaming replies, history, /commands)");
   sub->footer(
       "Input: a line ending in \\ continues on the next; a line \"\"\" opens a block that the next \"\"\" line "
-      "closes. Commands: /system TEXT, /reset, /stats, /save FILE, /help, /quit. Ctrl-C stops a reply; Ctrl-D or "
+      "closes. Commands: /system TEXT, /reset, /stats, /save FILE, /think on|off|EFFORT, /help, /quit. Ctrl-C stops a reply; Ctrl-D or "
       "/quit leaves. Reasoning is dimmed on a terminal unless NO_COLOR is set.\n"
       "Exit status: 0 done, 1 an error (a bad file or model), 2 a usage error.\n"
       "Environment: SLUICE_THREADS, SLUICE_ISA, NO_COLOR (see sluice run --help).");

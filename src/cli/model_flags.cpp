@@ -235,17 +235,24 @@ ChatSetup chat_setup(const runtime::Engine& engine, const ModelFlags& f) {
   if (!format)
     usage_fail(dir, ": the tokenizer has no chat special tokens (Kimi K3, Qwen3, DeepSeek-V3, Kimi K2 or gpt-oss); ",
                "give --chat-format");
-  // The same per-format rules as the server's reasoning_effort ("none" is --no-think).
-  serve::ChatRequest request;
-  request.reasoning_effort = f.no_think ? "none" : f.reasoning_effort;
-  ChatSetup s{*format, {}, false};
   try {
-    s.options = serve::chat_options_for(*format, request);
-  } catch (const serve::ApiError& e) {
-    usage_fail("chat format ", tokenizer::chat_format_name(*format), ": ",
-               f.no_think ? "--no-think: " : "--reasoning-effort: ", e.message);
+    return chat_setup_for(*format, f.no_think ? "none" : f.reasoning_effort);
+  } catch (const Error& e) {
+    usage_fail(f.no_think ? "--no-think: " : "--reasoning-effort: ", e.what());
   }
-  s.opens_think = tokenizer::prompt_opens_think(*format, s.options);
+}
+
+ChatSetup chat_setup_for(tokenizer::ChatFormat format, const std::string& effort) {
+  // The same per-format rules as the server's reasoning_effort ("none": thinking off).
+  serve::ChatRequest request;
+  request.reasoning_effort = effort;
+  ChatSetup s{format, {}, false};
+  try {
+    s.options = serve::chat_options_for(format, request);
+  } catch (const serve::ApiError& e) {
+    fail("chat format ", tokenizer::chat_format_name(format), ": ", e.message);
+  }
+  s.opens_think = tokenizer::prompt_opens_think(format, s.options);
   return s;
 }
 

@@ -69,6 +69,9 @@ struct ChatSetup {
   bool opens_think = false;  // the rendered prompt ends inside a reasoning block
 };
 ChatSetup chat_setup(const runtime::Engine& engine, const ModelFlags& f);
+// The setup of `format` with a reasoning effort as the server takes it ("" the format's default,
+// "none" thinking off); throws sluice::Error naming what the format refuses.
+ChatSetup chat_setup_for(tokenizer::ChatFormat format, const std::string& effort);
 
 // The --stats lines on the seed: "[stats] seed=N" and whether it was drawn ("" when greedy).
 std::string seed_text(const ModelFlags& f);

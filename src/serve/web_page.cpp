@@ -27,6 +27,16 @@ const std::string_view kWebPageHtml = R"html(<!doctype html>
   </label>
   <label class="api">max tokens <input id="max-tokens" type="number" min="1" value="256"></label>
   <label class="api">temperature <input id="temperature" type="number" min="0" max="1" step="0.1" value="0"></label>
+  <label class="api">thinking
+    <select id="thinking" title="Off turns reasoning off; an effort asks the model for that much (which efforts a model takes depends on its chat format)">
+      <option value="on">on</option>
+      <option value="off">off</option>
+      <option value="low">low</option>
+      <option value="medium">medium</option>
+      <option value="high">high</option>
+      <option value="max">max</option>
+    </select>
+  </label>
   <button id="new-chat" type="button">New chat</button>
   <button id="change-key" type="button">API key</button>
 </header>

@@ -1,6 +1,8 @@
 // The web chat's script (served at /web/chat.js): sends the conversation through the OpenAI or the
-// Anthropic route and shows the streamed reply (reasoning folded, a stop button, the reply's stats
-// from the response's "sluice" object), and draws the live panel from GET /v1/telemetry. Both
+// Anthropic route and shows the streamed reply (reasoning in an open, growing fold while the model
+// thinks, folded once the answer starts; a note when the reply was cut at max tokens; a stop
+// button, after which the partial reply stays in the conversation as on screen; thinking on, off
+// or an effort; the reply's stats from the response's "sluice" object), and draws the live panel from GET /v1/telemetry. Both
 // streams are read with fetch (EventSource cannot send the API key); the key lives in a variable
 // of this page only. Model text is only ever set as text, never parsed as HTML.
 #include "serve/web_assets.h"
@@ -101,27 +103,31 @@ const std::string_view kWebScriptJs = R"js('use strict';
     reply.stats.hidden = false;
   }
 
-  function requestFor(api, maxTokens, temperature) {
+  function requestFor(api, maxTokens, temperature, thinking) {
     if (api === 'anthropic') {
       const messages = history.map((m) => {
         if (m.role === 'user') return { role: 'user', content: m.content };
         const blocks = [];
         if (m.reasoning) blocks.push({ type: 'thinking', thinking: m.reasoning, signature: '' });
-        blocks.push({ type: 'text', text: m.content });
+        if (m.content || !m.reasoning) blocks.push({ type: 'text', text: m.content });
         return { role: 'assistant', content: blocks };
       });
-      // Anthropic's API thinks only when asked: the chat asks (adaptive: no budget to fit in max_tokens).
+      // Anthropic's API thinks only when asked: the chat asks (adaptive: no budget to fit in
+      // max_tokens) unless thinking is off; it has no effort setting.
       return { url: '/v1/messages',
-               body: { model, messages, max_tokens: maxTokens, temperature, stream: true, thinking: { type: 'adaptive' } } };
+               body: { model, messages, max_tokens: maxTokens, temperature, stream: true,
+                       thinking: { type: thinking === 'off' ? 'disabled' : 'adaptive' } } };
     }
     const messages = history.map((m) => {
       const out = { role: m.role, content: m.content };
       if (m.reasoning) out.reasoning_content = m.reasoning;
       return out;
     });
-    return { url: '/v1/chat/completions',
-             body: { model, messages, max_tokens: maxTokens, temperature, stream: true,
-                     stream_options: { include_usage: true } } };
+    const body = { model, messages, max_tokens: maxTokens, temperature, stream: true,
+                   stream_options: { include_usage: true } };
+    if (thinking === 'off') body.reasoning_effort = 'none';
+    else if (thinking !== 'on') body.reasoning_effort = thinking;
+    return { url: '/v1/chat/completions', body };
   }
 
   // Reads server-sent events from a fetch response: calls onEvent(name, data) per event.
@@ -151,6 +157,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
     const api = $('api').value;
     const maxTokens = Math.max(1, parseInt($('max-tokens').value, 10) || 256);
     const temperature = Math.min(1, Math.max(0, parseFloat($('temperature').value) || 0));
+    const thinking = $('thinking').value;
     history.push({ role: 'user', content: text });
     addUser(text);
     const reply = addReply();
@@ -159,7 +166,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
     running = controller;
     setSending(true);
     const started = performance.now();
-    let firstAt = null, stats = null, tokens = null, cached = 0, failed = null;
+    let firstAt = null, stats = null, tokens = null, cached = 0, failed = null, cut = false;
     const onText = (kind, piece) => {
       if (!piece) return;
       if (firstAt === null) firstAt = performance.now();
@@ -167,14 +174,24 @@ const std::string_view kWebScriptJs = R"js('use strict';
         reply.reasoningText += piece;
         reply.thinking.textContent = reply.reasoningText;
         reply.details.hidden = false;
+        // While the model thinks the fold is open and says how far it has got.
+        if (!reply.contentText) {
+          reply.details.open = true;
+          reply.summary.textContent = 'Thinking… (' + reply.reasoningText.length + ' characters)';
+        }
       } else {
+        // The answer starts: the reasoning folds away.
+        if (!reply.contentText && reply.reasoningText) {
+          reply.details.open = false;
+          reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+        }
         reply.contentText += piece;
         reply.content.textContent = reply.contentText;
       }
       scrollDown();
     };
     try {
-      const { url, body } = requestFor(api, maxTokens, temperature);
+      const { url, body } = requestFor(api, maxTokens, temperature, thinking);
       const res = await authed(url, { method: 'POST', signal: controller.signal,
                                       headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
       if (!res.ok) {
@@ -192,6 +209,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
             stats = j.sluice || null;
             tokens = j.usage.output_tokens;
             cached = j.usage.cache_read_input_tokens || 0;
+            cut = j.delta.stop_reason === 'max_tokens';
           }
         } else {
           if (j.sluice) stats = j.sluice;
@@ -200,19 +218,32 @@ const std::string_view kWebScriptJs = R"js('use strict';
             const d = c.delta || {};
             onText('reasoning', d.reasoning_content);
             onText('content', d.content);
+            if (c.finish_reason) cut = c.finish_reason === 'length';
           }
         }
       });
       if (failed) throw new Error(failed);
       history.push({ role: 'assistant', content: reply.contentText, reasoning: reply.reasoningText });
       showStats(reply, stats, tokens, cached, (firstAt || performance.now()) - started);
+      // A reply that is all reasoning keeps its fold open: it is all there is to read.
+      if (reply.contentText || !reply.reasoningText) reply.details.open = false;
       reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+      if (cut) {
+        const n = tokens !== null ? tokens : maxTokens;
+        reply.box.insertBefore(el('div', 'cut', (reply.contentText ? 'Cut at ' : 'Cut while still thinking, at ') + n +
+                                  ' tokens (max tokens).'), reply.stats);
+      } else if (!reply.contentText && reply.reasoningText) {
+        reply.box.insertBefore(el('div', 'cut', 'No answer: the reply ended while still thinking.'), reply.stats);
+      }
       setStatus('');
     } catch (e) {
       if (controller.signal.aborted) {
         reply.box.appendChild(el('div', 'stopped', '(stopped)'));
-        // A stopped reply is not part of the conversation: the next turn starts from the prompt.
-        history.pop();
+        reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+        // What is on screen is the conversation: the partial reply stays in it (the server kept
+        // the state of a reply stopped between tokens, so the next turn continues from it).
+        if (reply.contentText || reply.reasoningText)
+          history.push({ role: 'assistant', content: reply.contentText, reasoning: reply.reasoningText });
       } else {
         reply.box.classList.add('error');
         reply.content.textContent = reply.contentText + (reply.contentText ? '\n' : '') + String(e.message || e);

@@ -38,7 +38,7 @@ details.reasoning { background: var(--think); border-radius: 6px; padding: 4px 1
 details.reasoning summary { cursor: pointer; user-select: none; }
 .stats { margin-top: 8px; color: var(--muted); font-size: 12.5px; font-family: ui-monospace, SFMono-Regular, Menlo, monospace;
          white-space: normal; }
-.stopped { color: var(--muted); font-style: italic; }
+.stopped, .cut { color: var(--muted); font-style: italic; }
 #composer { display: flex; gap: 10px; padding: 12px 24px; border-top: 1px solid var(--line); background: var(--panel); }
 #prompt { flex: 1; resize: vertical; min-height: 3.2em; }
 #send { min-width: 6em; font-weight: 600; }

@@ -185,6 +185,20 @@ cached=$(field cached_tokens <<<"$warm")
 line=$("$sluice" run --model "$model" --prompt-ids "$ext" --max-new 2 --ignore-eos --stats --state-cache "$work/sc" 2>&1 >/dev/null | grep '^\[stats\]')
 grep -q "cached=[1-9]" <<<"$line" && ok "--stats says the restored tokens: ${line%% generated=*}" || bad "--stats: $line"
 
+# 9. `sluice chat` on piped lines: /think off makes the next reply answer without reasoning (the
+# reasoning is marked by a "--- reasoning ---" line when stdout is not a terminal); an effort the
+# format refuses leaves the setting as it was.
+out=$(printf 'Hello\n/think off\nHello again\n/think medium\n/think\n' |
+      "$sluice" chat --model "$model" --max-tokens 6 --temperature 0 --no-progress 2>/dev/null)
+reasoned=$(grep -c -- '--- reasoning ---' <<<"$out" || true)
+if [ "$reasoned" = 1 ] && grep -q "(thinking: off, from the next reply on)" <<<"$out" &&
+   grep -q "error: .*thinking efforts are low, high and max.* (thinking stays off)" <<<"$out" &&
+   grep -q "^(thinking: off)$" <<<"$out"; then
+  ok "chat /think off: the first reply reasons, the second does not; a refused effort changes nothing"
+else
+  bad "chat /think: $reasoned reasoning blocks in: $out"
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "run_cli: $failures failure(s)"
   exit 1

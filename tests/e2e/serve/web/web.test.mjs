@@ -58,8 +58,15 @@ test('the page asks for the key, then streams a reply with its stats', async () 
   const text = (await reply.locator('.thinking').textContent()) + (await reply.locator('.content').textContent());
   assert.ok(text.length > 0, 'the reply has text');
   assert.ok(await page.evaluate(() => window.__updates) > 3, 'the text arrived in pieces');
-  // K3 reasons first: the reasoning is in a folded block.
-  assert.equal(await reply.locator('details.reasoning').getAttribute('open'), null);
+  // K3 reasons first: the reasoning folds once the answer starts; a reply that is all reasoning
+  // keeps it open and says why there is no answer (cut at max tokens, or ended while thinking).
+  const answer = await reply.locator('.content').textContent();
+  if (answer) {
+    assert.equal(await reply.locator('details.reasoning').getAttribute('open'), null);
+  } else {
+    assert.notEqual(await reply.locator('details.reasoning').getAttribute('open'), null);
+    assert.match(await reply.locator('.cut').textContent(), /^(Cut while still thinking, at \d+ tokens|No answer: )/);
+  }
   const stats = await reply.locator('.stats').textContent();
   assert.match(stats, /TTFT \d+ ms · [\d.]+ tok\/s · \d+ tokens · drafts \d+\/\d+ accepted · [\d.]+ (B|kB|MB) read/);
   assert.ok(!/ 0 B read/.test(stats), 'streamed experts were read: ' + stats);
@@ -95,6 +102,7 @@ test('the stop button ends a long reply and its generation', async () => {
   }, before, { timeout: 30_000 });
   await page.click('#send');
   await reply.locator('.stopped').waitFor({ timeout: 10_000 });
+  const partial = (await reply.locator('.thinking').textContent()) + (await reply.locator('.content').textContent());
   let generating = true;
   for (let i = 0; i < 50 && generating; ++i) {
     await new Promise((r) => setTimeout(r, 100));
@@ -103,6 +111,17 @@ test('the stop button ends a long reply and its generation', async () => {
   assert.equal(generating, false, 'the generation went on after stop');
   assert.equal(await page.locator('#send').textContent(), 'Send');
   await page.unroute('**/v1/chat/completions', endless);
+  // The stopped reply is part of the conversation, as on screen; thinking off asks for none.
+  await page.fill('#max-tokens', '8');
+  await page.selectOption('#thinking', 'off');
+  const sent = page.waitForRequest((r) => r.url().endsWith('/v1/chat/completions'));
+  await sendAndWait('Short, please.');
+  const body = JSON.parse((await sent).postData());
+  assert.equal(body.reasoning_effort, 'none');
+  const last = body.messages.at(-2);
+  assert.equal(last.role, 'assistant');
+  assert.equal((last.reasoning_content || '') + (last.content || ''), partial);
+  await page.selectOption('#thinking', 'on');
 });
 
 test('the live panel charts tokens/s, queue, hit rate and both drives from the telemetry stream', async () => {
