@@ -327,9 +327,9 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   // What the state holds of the prompt: with the prefix cache, the longest prefix it or the state
   // gives; without, the whole tape when the prompt extends it, else the part they share when the
   // state can be cut back. At least one prompt token is always fed.
-  size_t keep = 0;
+  size_t keep = 0, split = 0;
   if (ram) {
-    keep = ram->restore(m, *state_, tape_, tape_prompt_, prompt);
+    keep = ram->restore(m, *state_, tape_, tape_prompt_, prompt, &split);
   } else {
     keep = reuse_ ? reusable_prefix(tape_, prompt) : 0;
     if (reuse_ && keep == 0 && !prompt.empty() && m.can_truncate())
@@ -354,6 +354,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   if (ram && !m.can_truncate() && !opt.on_snapshot) {
     auto tokens = std::make_shared<const std::vector<int32_t>>(prompt.begin(), prompt.end());
     opt.snapshot_every = engine_.prefix_block();
+    if (split > keep) opt.snapshot_at = int64_t(split);  // where this prompt leaves an earlier one
     opt.on_snapshot = [ram, &m, this, tokens](int64_t) { ram->keep_part(m, *state_, tokens); };
   }
   GenerateResult r = runtime::generate(m, *state_, prompt.subspan(reused_), opt, on_token, on_step);

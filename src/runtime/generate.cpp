@@ -62,11 +62,13 @@ void run_generation(model::Target& m, model::State& state, std::span<const int32
     const int64_t first = state.length();
     size_t n = std::min(prompt.size() - at, size_t(chunk));
     if (every > 0) n = std::min(n, size_t((first / every + 1) * every - first));  // end at the next multiple
+    const int64_t split = opt.on_snapshot ? opt.snapshot_at : 0;
+    if (split > first && split < first + int64_t(n)) n = size_t(split - first);
     m.forward(state, prompt.subspan(at, n), with_capture({}, n, /*prefill=*/true), logits.data());
     hand_over(first, int64_t(n));
     at += n;
     if (opt.on_prefill) opt.on_prefill(int64_t(at), total);
-    if (opt.on_snapshot && (at == prompt.size() || every == 0 || state.length() % every == 0))
+    if (opt.on_snapshot && (at == prompt.size() || every == 0 || state.length() % every == 0 || state.length() == split))
       opt.on_snapshot(state.length());
   }
   // Under a constraint the row's refused tokens count as -inf: the masked copy is what greedy and

@@ -55,6 +55,8 @@ struct GenerateOptions {
   // the state, whatever it held before) and is seen there, with 0 after every pass; the last pass
   // of the prompt is always seen.
   int64_t snapshot_every = 0;
+  // A state length (> 0) where a prefill pass also ends and on_snapshot sees the state (0: none).
+  int64_t snapshot_at = 0;
   std::function<void(int64_t length)> on_snapshot;
   // Sees each generated token's log-probability and the top_logprobs (0..20) most likely tokens of
   // its row, before on_token: the log-softmax of the target's logits as they are (temperature 1,

@@ -12,6 +12,9 @@
 namespace sluice::runtime {
 namespace {
 
+// The least a split must add to what a prompt restores (PrefixCache::restore's `split`).
+constexpr size_t kMinSplit = 64;
+
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -72,9 +75,22 @@ PrefixCache::Plan PrefixCache::plan_for(std::span<const int32_t> tape, std::span
   return plan;
 }
 
+size_t PrefixCache::shared_prefix(std::span<const int32_t> tape, std::span<const int32_t> prompt) const {
+  size_t shared = common_prefix(tape, prompt);
+  for (const Whole& w : wholes_) shared = std::max(shared, common_prefix(w.tokens, prompt));
+  const std::vector<int32_t>* last = nullptr;  // parts of one prompt share its tokens
+  for (const Part& p : parts_)
+    if (p.tokens.get() != last) {
+      last = p.tokens.get();
+      shared = std::max(shared, common_prefix(*p.tokens, prompt));
+    }
+  return prompt.empty() ? 0 : std::min(shared, prompt.size() - 1);
+}
+
 size_t PrefixCache::restore(const model::Target& m, model::State& st, std::span<const int32_t> tape,
-                            size_t tape_prompt, std::span<const int32_t> prompt) {
+                            size_t tape_prompt, std::span<const int32_t> prompt, size_t* split) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (split) *split = 0;
   if (prompt.empty() || st.length() != int64_t(tape.size())) {
     st.reset();
     return 0;
@@ -94,6 +110,13 @@ size_t PrefixCache::restore(const model::Target& m, model::State& st, std::span<
   }
   const size_t use = plan.use, part = plan.part;
   const int source = plan.source;
+  // Where this prompt leaves what an earlier one shared with it, past what is restored: a part
+  // kept there serves the next prompt that shares as much (a recurrent target's only way to it).
+  // Not for a few tokens (a chat template's opening): the extra prefill pass would cost more.
+  if (split && !cut) {
+    const size_t shared = shared_prefix(tape, prompt);
+    if (shared >= use + kMinSplit) *split = shared;
+  }
   if (use == 0) {
     st.reset();
     return 0;

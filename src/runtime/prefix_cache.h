@@ -48,9 +48,15 @@ class PrefixCache {
   // its tape, st cut back or under a part, or a whole state (and maybe a part over it). The first
   // `tape_prompt` tokens of the tape were its request's prompt, the rest its reply: before st
   // leaves its tape at a point inside that prompt, it is kept as a whole state (unless one holds
-  // the same tokens). Returns the prefix's length; 0 leaves st reset.
+  // the same tokens). Returns the prefix's length; 0 leaves st reset. `split` (a target that
+  // cannot cut back): set to the longest prefix of the prompt that any sequence known here shares
+  // with it when that is at least 64 tokens longer than what was restored (else 0): the caller
+  // keeps a part there
+  // (GenerateOptions::snapshot_at), so that the next prompt sharing as much resumes from it (four
+  // conversations with one system prompt: the third and fourth resume where the second left the
+  // first).
   size_t restore(const model::Target& m, model::State& st, std::span<const int32_t> tape, size_t tape_prompt,
-                 std::span<const int32_t> prompt);
+                 std::span<const int32_t> prompt, size_t* split = nullptr);
   // st holds exactly tokens[0, st.length()): keeps its recurrent part (targets that can truncate
   // need none: a no-op for them).
   void keep_part(const model::Target& m, const model::State& st, const Tokens& tokens);
@@ -87,6 +93,9 @@ class PrefixCache {
   size_t best_part(std::span<const int32_t> prompt, size_t limit) const;
   void keep_whole_locked(const model::Target& m, const model::State& st, std::span<const int32_t> tape);
   bool holds_whole(std::span<const int32_t> tape) const;
+  // The most any sequence here (the session's tape, whole states, parts' prompts) shares with the
+  // prompt, at most prompt.size() - 1.
+  size_t shared_prefix(std::span<const int32_t> tape, std::span<const int32_t> prompt) const;
   // Least recently used entries out until the bytes fit the budget (the most recent is kept).
   void evict();
 

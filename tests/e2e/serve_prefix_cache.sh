@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end: the prefix cache in RAM on `sluice serve` with the default model (K3: KDA + MLA).
 # Four chats share a long system prompt but not each other's questions: the first prefills it, the
-# other three reuse it (cached_tokens: the last block boundary inside the shared prefix), and each
+# second reuses it up to the last block boundary inside it and keeps a part where it leaves the
+# first, the third and fourth resume there (cached_tokens: exactly the shared prefix), and each
 # reply is the reply of a server that never reuses anything. Then the first chat goes on after
-# the others: its state was kept (its whole tape is reused). --prefix-cache-gb 0 gives the old
-# behaviour (only the last conversation).
+# the others: its state was kept (its whole tape is reused). With parts at pass ends only
+# (--prefix-block 0), the second chat keeps a part where it leaves the first, and the third and
+# fourth resume there. --prefix-cache-gb 0 gives the old behaviour (only the last conversation).
 # Usage: serve_prefix_cache.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -25,11 +27,16 @@ questions=("What does this code do?" "Find the bug in it." "Explain the cache." 
 start_server cold --model "$model" --model-id m --no-state-reuse
 start_server warm --model "$model" --model-id m --prefix-block 512
 start_server off --model "$model" --model-id m --prefix-cache-gb 0
+# Parts only at pass ends (the default with streamed experts): the second chat keeps one where it
+# leaves the first, and the third and fourth resume from it.
+start_server ends --model "$model" --model-id m --prefix-block 0
 for i in 0 1 2 3; do
   m=$(messages "${questions[$i]}")
   chat "$cold_url" "$work/cold$i.json" "$m" 6
   chat "$warm_url" "$work/warm$i.json" "$m" 6
   chat "$off_url" "$work/off$i.json" "$m" 6
+  chat "$ends_url" "$work/ends$i.json" "$m" 6
+  [ "$(content "$work/ends$i.json")" = "$(content "$work/cold$i.json")" ] || fail "request $i: reply with --prefix-block 0 differs"
   [ "$(content "$work/warm$i.json")" = "$(content "$work/cold$i.json")" ] ||
     fail "request $i: reply with the prefix cache $(content "$work/warm$i.json") differs from the cold one $(content "$work/cold$i.json")"
   [ "$(content "$work/off$i.json")" = "$(content "$work/cold$i.json")" ] || fail "request $i: reply without the prefix cache differs"
@@ -39,11 +46,15 @@ done
 n=$(prompt "$work/warm0.json")
 [ "$n" -gt 2048 ] || fail "the shared prompt is only $n tokens; the test wants several 512-position blocks"
 [ "$(cached "$work/warm0.json")" = 0 ] || fail "the first request reused $(cached "$work/warm0.json") tokens"
-for i in 1 2 3; do
-  c=$(cached "$work/warm$i.json")
-  # The shared prefix ends where the questions start: the last multiple of 512 before it.
-  [ "$c" -ge 2048 ] && [ $((c % 512)) = 0 ] || fail "request $i reused $c tokens of the shared system prompt (want a multiple of 512, >= 2048)"
-done
+# The second chat resumes from the last multiple of 512 inside the shared system prompt and keeps
+# a part where it leaves the first; the third and fourth resume there.
+w1=$(cached "$work/warm1.json") w2=$(cached "$work/warm2.json")
+[ "$w1" -ge 2048 ] && [ $((w1 % 512)) = 0 ] || fail "request 1 reused $w1 tokens (want a multiple of 512, >= 2048)"
+[ "$w2" -gt "$w1" ] && [ "$w2" -lt $((w1 + 512)) ] && [ "$(cached "$work/warm3.json")" = "$w2" ] ||
+  fail "requests 2 and 3 reused $w2 and $(cached "$work/warm3.json") tokens (want where the chats part, after $w1)"
+e2=$(cached "$work/ends2.json")
+[ "$(cached "$work/ends1.json")" = 0 ] && [ "$e2" = "$w2" ] && [ "$(cached "$work/ends3.json")" = "$e2" ] ||
+  fail "--prefix-block 0: reused $(cached "$work/ends1.json"), $e2, $(cached "$work/ends3.json") (want 0, then $w2 twice)"
 
 # The first conversation's second turn, after the three others: continues its own kept state.
 turn2=$(python3 -c "import json,sys; m=json.loads(sys.argv[1]); m += [{'role':'assistant','content':json.loads(sys.argv[2])},
@@ -53,4 +64,4 @@ chat "$warm_url" "$work/warm4.json" "$turn2" 6
 [ "$(content "$work/warm4.json")" = "$(content "$work/cold4.json")" ] || fail "second turn: reply differs from the cold one"
 c=$(cached "$work/warm4.json")
 [ "$c" -ge "$n" ] || fail "second turn of the first chat reused $c tokens, want at least its first prompt's $n"
-echo "OK: shared system prompt of $n tokens reused as $(cached "$work/warm1.json"), $(cached "$work/warm2.json"), $(cached "$work/warm3.json"); a kept conversation as $c"
+echo "OK: shared system prompt of $n tokens reused as $w1, $w2, $(cached "$work/warm3.json") (block 512) and 0, $e2, $e2 (pass ends); a kept conversation as $c"

@@ -94,6 +94,25 @@ TEST_P(PrefixCacheTest, PassEndsAloneStillResumeAtPromptEnds) {
   EXPECT_EQ(check(*s, join(a, {ra[0] == 1 ? 2 : 1, 3})), a.size());
 }
 
+TEST_P(PrefixCacheTest, APromptLeavingAnEarlierOneKeepsAPartWhereItLeaves) {
+  // Parts only at pass ends (as with streamed experts): four conversations share a 70-token
+  // system prompt. The second leaves the first there and keeps a part at that point, so the third
+  // and fourth resume from it; a cutting target reuses the rows from the second on.
+  auto e = engine(1, 0);
+  auto s = e->new_session();
+  const bool cut = e->model().can_truncate();
+  const auto system = tokens_of(70, 3);
+  std::vector<size_t> reused;
+  for (int c = 0; c < 4; ++c) reused.push_back(check(*s, join(system, tokens_of(5 + c, 20 + c))));
+  EXPECT_EQ(reused, (std::vector<size_t>{0, cut ? 70u : 0u, 70, 70}));
+  // A few shared tokens are not worth an extra pass: no split below 64.
+  auto f = engine(1, 0);
+  auto t = f->new_session();
+  const auto few = tokens_of(10, 4);
+  for (int c = 0; c < 3; ++c) reused[size_t(c)] = check(*t, join(few, tokens_of(5 + c, 30 + c)));
+  EXPECT_EQ(reused[2], cut ? 10u : 0u);
+}
+
 TEST_P(PrefixCacheTest, ABudgetOfAFewEntriesHoldsAndResultsStayExact) {
   auto requests = [&](Engine& e) {
     auto s = e.new_session();
