@@ -3,6 +3,7 @@
 // an OpenAI-shaped 400 error (ApiError) before any inference runs.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ struct ApiError : std::exception {
 
 // 400 invalid_request_error naming the field (param) that was wrong.
 [[noreturn]] void invalid(const std::string& param, const std::string& message, const std::string& code = {});
+// The 400s of the OpenAI routes by their codes: a wrong JSON type ("expected `want`"), a field
+// this server does not know, a value it does not support (`message` says what it does).
+[[noreturn]] void invalid_type(const std::string& param, const Json& v, const std::string& want);
+[[noreturn]] void unknown_parameter(const std::string& param);
+[[noreturn]] void unsupported_value(const std::string& param, const std::string& message);
+// unknown_parameter("<where>.<key>") for the first key of `obj` not in `allowed`.
+void only_keys(const Json& obj, const std::string& where, std::initializer_list<const char*> allowed);
 
 Json error_body(const ApiError& e);
 

@@ -4,8 +4,6 @@
 #include <set>
 #include <utility>
 
-#include "serve/json_fields.h"
-
 namespace sluice::serve {
 namespace {
 
@@ -16,23 +14,6 @@ const std::set<std::string> kFields = {
     "background",  "service_tier", "prompt_cache_key", "safety_identifier", "max_tool_calls", "top_logprobs",
     "stream_options"};
 
-[[noreturn]] void wrong_type(const std::string& param, const Json& v, const std::string& want) {
-  invalid(param, "Invalid type for '" + param + "': expected " + want + ", but got " + json_type_name(v) + ".",
-          "invalid_type");
-}
-[[noreturn]] void unknown(const std::string& param) {
-  invalid(param, "Unrecognized request argument supplied: " + param, "unknown_parameter");
-}
-[[noreturn]] void unsupported(const std::string& param, const std::string& message) {
-  invalid(param, message, "unsupported_value");
-}
-void only_keys(const Json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
-  for (auto f = obj.begin(); f != obj.end(); ++f) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || f.key() == a;
-    if (!ok) unknown(where + "." + f.key());
-  }
-}
 const Json* field(const Json& obj, const char* key) {
   auto it = obj.find(key);
   return it == obj.end() || it->is_null() ? nullptr : &*it;
@@ -40,22 +21,22 @@ const Json* field(const Json& obj, const char* key) {
 std::string string_field(const Json& obj, const char* key, const std::string& param) {
   const Json* v = field(obj, key);
   if (!v) invalid(param, "'" + param + "' is required.", "missing_required_parameter");
-  if (!v->is_string()) wrong_type(param, *v, "a string");
+  if (!v->is_string()) invalid_type(param, *v, "a string");
   return v->get<std::string>();
 }
 
 // A message item's content: a string, or input_text / output_text parts joined.
 std::string item_text(const Json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) wrong_type(param, content, "a string or an array of content parts");
+  if (!content.is_array()) invalid_type(param, content, "a string or an array of content parts");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string p = param + "[" + std::to_string(i) + "]";
     const Json& part = content[i];
-    if (!part.is_object()) wrong_type(p, part, "an object");
+    if (!part.is_object()) invalid_type(p, part, "an object");
     const std::string type = string_field(part, "type", p + ".type");
     if (type != "input_text" && type != "output_text" && type != "text")
-      unsupported(p + ".type", "Unsupported content part type '" + type + "': this server accepts text only.");
+      unsupported_value(p + ".type", "Unsupported content part type '" + type + "': this server accepts text only.");
     only_keys(part, p, {"type", "text", "annotations", "logprobs"});
     text += string_field(part, "text", p + ".text");
   }
@@ -68,7 +49,7 @@ void map_input(const Json& input, Json& messages) {
     messages.push_back({{"role", "user"}, {"content", input}});
     return;
   }
-  if (!input.is_array()) wrong_type("input", input, "a string or an array of input items");
+  if (!input.is_array()) invalid_type("input", input, "a string or an array of input items");
   std::string reasoning;  // a reasoning item's text, for the assistant turn that follows it
   // The assistant message that function_call items join (the one just before them, if any).
   auto assistant = [&]() -> Json& {
@@ -81,9 +62,9 @@ void map_input(const Json& input, Json& messages) {
   for (size_t i = 0; i < input.size(); ++i) {
     const std::string p = "input[" + std::to_string(i) + "]";
     const Json& item = input[i];
-    if (!item.is_object()) wrong_type(p, item, "an object");
+    if (!item.is_object()) invalid_type(p, item, "an object");
     const Json* type_v = field(item, "type");
-    if (type_v && !type_v->is_string()) wrong_type(p + ".type", *type_v, "a string");
+    if (type_v && !type_v->is_string()) invalid_type(p + ".type", *type_v, "a string");
     const std::string type = type_v ? type_v->get<std::string>() : "message";
     if (type == "message") {
       only_keys(item, p, {"type", "role", "content", "id", "status"});
@@ -115,17 +96,17 @@ void map_input(const Json& input, Json& messages) {
     } else if (type == "reasoning") {
       only_keys(item, p, {"type", "id", "summary", "content", "encrypted_content", "status"});
       if (field(item, "encrypted_content"))
-        unsupported(p + ".encrypted_content", "This server neither writes nor reads encrypted reasoning.");
+        unsupported_value(p + ".encrypted_content", "This server neither writes nor reads encrypted reasoning.");
       // The model's own reasoning text (content), else its summary, goes back as it was.
       for (const char* key : {"content", "summary"}) {
         const Json* parts = field(item, key);
         if (!parts) continue;
-        if (!parts->is_array()) wrong_type(p + "." + key, *parts, "an array");
+        if (!parts->is_array()) invalid_type(p + "." + key, *parts, "an array");
         std::string text;
         for (size_t j = 0; j < parts->size(); ++j) {
           const std::string q = p + "." + key + "[" + std::to_string(j) + "]";
           const Json& part = (*parts)[j];
-          if (!part.is_object()) wrong_type(q, part, "an object");
+          if (!part.is_object()) invalid_type(q, part, "an object");
           only_keys(part, q, {"type", "text"});
           text += string_field(part, "text", q + ".text");
         }
@@ -135,7 +116,7 @@ void map_input(const Json& input, Json& messages) {
         }
       }
     } else {
-      unsupported(p + ".type", "Unsupported input item type '" + type +
+      unsupported_value(p + ".type", "Unsupported input item type '" + type +
                                    "' (supported: message, function_call, function_call_output, reasoning).");
     }
   }
@@ -145,7 +126,7 @@ void map_input(const Json& input, Json& messages) {
 
 ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& limits) {
   for (auto it = body.begin(); it != body.end(); ++it)
-    if (!kFields.count(it.key())) unknown(it.key());
+    if (!kFields.count(it.key())) unknown_parameter(it.key());
   ResponsesRequest r;
   Json& echo = r.echo;
   Json chat = Json::object();
@@ -155,7 +136,7 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
   Json messages = Json::array();
   const Json* instructions = field(body, "instructions");
   if (instructions) {
-    if (!instructions->is_string()) wrong_type("instructions", *instructions, "a string");
+    if (!instructions->is_string()) invalid_type("instructions", *instructions, "a string");
     messages.push_back({{"role", "system"}, {"content", *instructions}});
   }
   echo["instructions"] = instructions ? *instructions : Json(nullptr);
@@ -173,21 +154,21 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
   echo["top_p"] = body.value("top_p", Json(1.0));
   echo["parallel_tool_calls"] = body.value("parallel_tool_calls", Json(true));
   if (const Json* so = field(body, "stream_options")) {
-    if (!so->is_object()) wrong_type("stream_options", *so, "an object");
+    if (!so->is_object()) invalid_type("stream_options", *so, "an object");
     only_keys(*so, "stream_options", {"include_obfuscation"});  // no obfuscation is ever added
   }
 
   // Tools are flat here: {type: function, name, description, parameters, strict}.
   Json tools = Json::array();
   if (const Json* t = field(body, "tools")) {
-    if (!t->is_array()) wrong_type("tools", *t, "an array");
+    if (!t->is_array()) invalid_type("tools", *t, "an array");
     for (size_t i = 0; i < t->size(); ++i) {
       const std::string p = "tools[" + std::to_string(i) + "]";
       const Json& tool = (*t)[i];
-      if (!tool.is_object()) wrong_type(p, tool, "an object");
+      if (!tool.is_object()) invalid_type(p, tool, "an object");
       const std::string type = string_field(tool, "type", p + ".type");
       if (type != "function")
-        unsupported(p + ".type", "Unsupported tool type '" + type + "': this server runs function tools only.");
+        unsupported_value(p + ".type", "Unsupported tool type '" + type + "': this server runs function tools only.");
       only_keys(tool, p, {"type", "name", "description", "parameters", "strict"});
       Json fn = {{"name", string_field(tool, "name", p + ".name")}};
       for (const char* key : {"description", "parameters", "strict"})
@@ -201,7 +182,7 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
     if (tc->is_object()) {  // {type: function, name}
       only_keys(*tc, "tool_choice", {"type", "name"});
       if (tc->value("type", Json()) != "function")
-        unsupported("tool_choice.type", "A named 'tool_choice' is {\"type\": \"function\", \"name\": NAME}.");
+        unsupported_value("tool_choice.type", "A named 'tool_choice' is {\"type\": \"function\", \"name\": NAME}.");
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", string_field(*tc, "name", "tool_choice.name")}}}};
     } else {
       chat["tool_choice"] = *tc;
@@ -211,10 +192,10 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
 
   echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
   if (const Json* re = field(body, "reasoning")) {
-    if (!re->is_object()) wrong_type("reasoning", *re, "an object");
+    if (!re->is_object()) invalid_type("reasoning", *re, "an object");
     only_keys(*re, "reasoning", {"effort", "summary", "generate_summary"});
     if (const Json* e = field(*re, "effort")) {
-      if (!e->is_string()) wrong_type("reasoning.effort", *e, "a string");
+      if (!e->is_string()) invalid_type("reasoning.effort", *e, "a string");
       // minimal is the API's least effort: this server's least is low (none turns thinking off).
       chat["reasoning_effort"] = *e == "minimal" ? Json("low") : *e;
       echo["reasoning"]["effort"] = *e;
@@ -226,12 +207,12 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
 
   echo["text"] = {{"format", {{"type", "text"}}}};
   if (const Json* text = field(body, "text")) {
-    if (!text->is_object()) wrong_type("text", *text, "an object");
+    if (!text->is_object()) invalid_type("text", *text, "an object");
     only_keys(*text, "text", {"format", "verbosity"});
     if (const Json* v = field(*text, "verbosity"); v && *v != "medium")
-      unsupported("text.verbosity", "Unsupported value for 'text.verbosity': this server supports only medium.");
+      unsupported_value("text.verbosity", "Unsupported value for 'text.verbosity': this server supports only medium.");
     if (const Json* f = field(*text, "format")) {
-      if (!f->is_object()) wrong_type("text.format", *f, "an object");
+      if (!f->is_object()) invalid_type("text.format", *f, "an object");
       const std::string type = string_field(*f, "type", "text.format.type");
       if (type == "json_schema") {
         only_keys(*f, "text.format", {"type", "name", "schema", "description", "strict"});
@@ -254,26 +235,26 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
     }
   }
 
-  if (const Json* s = field(body, "store"); s && !s->is_boolean()) wrong_type("store", *s, "a boolean");
+  if (const Json* s = field(body, "store"); s && !s->is_boolean()) invalid_type("store", *s, "a boolean");
   if (field(body, "previous_response_id"))
-    unsupported("previous_response_id",
+    unsupported_value("previous_response_id",
                 "This server stores no responses: send the whole conversation as 'input' (its prefix is reused "
                 "from memory, so nothing is prefilled twice).");
   if (const Json* b = field(body, "background"); b && *b != false)
-    unsupported("background", "Unsupported value for 'background': this server answers in the foreground only.");
+    unsupported_value("background", "Unsupported value for 'background': this server answers in the foreground only.");
   if (const Json* inc = field(body, "include"); inc && !(inc->is_array() && inc->empty()))
-    unsupported("include", "Unsupported 'include': this server adds nothing to its responses on request.");
+    unsupported_value("include", "Unsupported 'include': this server adds nothing to its responses on request.");
   if (const Json* t = field(body, "truncation"); t && *t != "disabled")
-    unsupported("truncation", "Unsupported value for 'truncation': only disabled (a prompt past the context is a 400).");
+    unsupported_value("truncation", "Unsupported value for 'truncation': only disabled (a prompt past the context is a 400).");
   echo["truncation"] = "disabled";
   if (const Json* st = field(body, "service_tier"); st && *st != "auto" && *st != "default")
-    unsupported("service_tier", "Unsupported value for 'service_tier': this server supports only auto or default.");
+    unsupported_value("service_tier", "Unsupported value for 'service_tier': this server supports only auto or default.");
   if (field(body, "max_tool_calls"))
-    unsupported("max_tool_calls", "Unsupported 'max_tool_calls': give parallel_tool_calls false for one call.");
+    unsupported_value("max_tool_calls", "Unsupported 'max_tool_calls': give parallel_tool_calls false for one call.");
   if (const Json* tl = field(body, "top_logprobs"); tl && *tl != 0)
-    unsupported("top_logprobs", "Unsupported 'top_logprobs': this server returns no log probabilities here.");
+    unsupported_value("top_logprobs", "Unsupported 'top_logprobs': this server returns no log probabilities here.");
   for (const char* key : {"prompt_cache_key", "safety_identifier"})
-    if (const Json* v = field(body, key); v && !v->is_string()) wrong_type(key, *v, "a string");
+    if (const Json* v = field(body, key); v && !v->is_string()) invalid_type(key, *v, "a string");
 
   r.chat = parse_chat_request(chat, limits);
   return r;
