@@ -24,25 +24,9 @@ class ResponsesWriter final : public ReplyWriter {
     event({{"type", "response.in_progress"}, {"response", std::move(r)}});
   }
   void reasoning(const std::string& text) override {
-    if (!ctx_.show_reasoning) return;
-    open(Kind::reasoning);
-    text_ += text;
-    event({{"type", "response.reasoning_text.delta"},
-           {"item_id", item_id_},
-           {"output_index", output_.size()},
-           {"content_index", 0},
-           {"delta", text}});
+    if (ctx_.show_reasoning) append(Kind::reasoning, text);
   }
-  void content(const std::string& text) override {
-    open(Kind::message);
-    text_ += text;
-    event({{"type", "response.output_text.delta"},
-           {"item_id", item_id_},
-           {"output_index", output_.size()},
-           {"content_index", 0},
-           {"delta", text},
-           {"logprobs", Json::array()}});
-  }
+  void content(const std::string& text) override { append(Kind::message, text); }
 
   Json finish(const ReplyEnd& end) override {
     close();
@@ -113,6 +97,19 @@ class ResponsesWriter final : public ReplyWriter {
     if (!ctx_.stream) return;
     j["sequence_number"] = sequence_++;
     send_(sse_named_event(j));
+  }
+
+  // Text to the open item of `kind` (opened after closing another kind), and its delta event.
+  void append(Kind kind, const std::string& text) {
+    open(kind);
+    text_ += text;
+    Json delta = {{"type", kind == Kind::message ? "response.output_text.delta" : "response.reasoning_text.delta"},
+                  {"item_id", item_id_},
+                  {"output_index", output_.size()},
+                  {"content_index", 0},
+                  {"delta", text}};
+    if (kind == Kind::message) delta["logprobs"] = Json::array();
+    event(std::move(delta));
   }
 
   // The item that text of `kind` goes to: the open one, or a new one after closing it.

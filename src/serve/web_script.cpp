@@ -83,6 +83,8 @@ const std::string_view kWebScriptJs = R"js('use strict';
     $('messages').appendChild(box);
     return { box, details, summary, thinking, content, stats, reasoningText: '', contentText: '' };
   }
+  // The fold's caption once the model has stopped thinking.
+  function summarize(reply) { reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)'; }
   function scrollDown() { const m = $('messages'); m.scrollTop = m.scrollHeight; }
 
   function fmtBytes(n) {
@@ -183,7 +185,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
         // The answer starts: the reasoning folds away.
         if (!reply.contentText && reply.reasoningText) {
           reply.details.open = false;
-          reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+          summarize(reply);
         }
         reply.contentText += piece;
         reply.content.textContent = reply.contentText;
@@ -227,7 +229,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
       showStats(reply, stats, tokens, cached, (firstAt || performance.now()) - started);
       // A reply that is all reasoning keeps its fold open: it is all there is to read.
       if (reply.contentText || !reply.reasoningText) reply.details.open = false;
-      reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+      summarize(reply);
       if (cut) {
         const n = tokens !== null ? tokens : maxTokens;
         reply.box.insertBefore(el('div', 'cut', (reply.contentText ? 'Cut at ' : 'Cut while still thinking, at ') + n +
@@ -239,7 +241,7 @@ const std::string_view kWebScriptJs = R"js('use strict';
     } catch (e) {
       if (controller.signal.aborted) {
         reply.box.appendChild(el('div', 'stopped', '(stopped)'));
-        reply.summary.textContent = 'Reasoning (' + reply.reasoningText.length + ' characters)';
+        summarize(reply);
         // What is on screen is the conversation: the partial reply stays in it (the server kept
         // the state of a reply stopped between tokens, so the next turn continues from it).
         if (reply.contentText || reply.reasoningText)
