@@ -15,6 +15,11 @@ int32_t need(const tokenizer::Tokenizer& tok, const char* spelling, const char* 
 
 std::string terminal(int32_t id) { return cat("<[", id, "]>"); }
 
+// The GBNF terminal of a special token the format needs (need()'s error when it is missing).
+std::string marker(const tokenizer::Tokenizer& tok, const char* spelling, const char* model) {
+  return terminal(need(tok, spelling, model));
+}
+
 // `text` as a GBNF string literal.
 std::string literal(std::string_view text) {
   std::string out = "\"";
@@ -64,8 +69,8 @@ Frame frame(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, bool 
     case tokenizer::ChatFormat::kimi_k3: {
       // <|close|>think<|sep|> ends the reasoning and the response block opens; without thinking
       // the generation prompt opened the response block already.
-      f.open = terminal(need(tok, "<|open|>", "Kimi K3"));
-      f.sep = terminal(need(tok, "<|sep|>", "Kimi K3"));
+      f.open = marker(tok, "<|open|>", "Kimi K3");
+      f.sep = marker(tok, "<|sep|>", "Kimi K3");
       const int32_t close_id = need(tok, "<|close|>", "Kimi K3");
       f.close = terminal(close_id);
       if (thinking) {
@@ -94,9 +99,9 @@ Frame frame(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, bool 
       // The prompt ends in <|start|>assistant. The reasoning is analysis messages, free text
       // each, before the message the grammar constrains (inside the grammar: harmony has no one
       // token that ends all reasoning, and a model that skips it goes straight to the answer).
-      const std::string channel = terminal(need(tok, "<|channel|>", "gpt-oss")),
-                        message = terminal(need(tok, "<|message|>", "gpt-oss")),
-                        end = terminal(need(tok, "<|end|>", "gpt-oss")), start = terminal(need(tok, "<|start|>", "gpt-oss"));
+      const std::string channel = marker(tok, "<|channel|>", "gpt-oss"),
+                        message = marker(tok, "<|message|>", "gpt-oss"),
+                        end = marker(tok, "<|end|>", "gpt-oss"), start = marker(tok, "<|start|>", "gpt-oss");
       f.opening = "( " + channel + " \"analysis\" " + message + " .* " + end + " " + start + " \"assistant\" )* ";
       return f;
     }
@@ -128,8 +133,8 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
     });
   } else if (format == tokenizer::ChatFormat::qwen3) {
     // <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>, one per call.
-    const std::string call_open = terminal(need(tok, "<tool_call>", "Qwen3")),
-                      call_close = terminal(need(tok, "</tool_call>", "Qwen3"));
+    const std::string call_open = marker(tok, "<tool_call>", "Qwen3"),
+                      call_close = marker(tok, "</tool_call>", "Qwen3");
     root = "root ::= " + f.opening + (parallel ? "call ( \"\\n\" call )*\n" : "call\n");
     root += tool_rules(tools, [&](size_t i, const std::string& name) {
       return "( " + call_open + " " + literal("\n{\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ") +
@@ -138,11 +143,11 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
   } else if (format == tokenizer::ChatFormat::kimi_k2 || format == tokenizer::ChatFormat::kimi_k2_thinking) {
     // The section of calls with ids functions.NAME:INDEX, as the model writes them.
     const char* model = "Kimi K2";
-    const std::string section_open = terminal(need(tok, "<|tool_calls_section_begin|>", model)),
-                      section_close = terminal(need(tok, "<|tool_calls_section_end|>", model)),
-                      call_open = terminal(need(tok, "<|tool_call_begin|>", model)),
-                      arguments = terminal(need(tok, "<|tool_call_argument_begin|>", model)),
-                      call_close = terminal(need(tok, "<|tool_call_end|>", model));
+    const std::string section_open = marker(tok, "<|tool_calls_section_begin|>", model),
+                      section_close = marker(tok, "<|tool_calls_section_end|>", model),
+                      call_open = marker(tok, "<|tool_call_begin|>", model),
+                      arguments = marker(tok, "<|tool_call_argument_begin|>", model),
+                      call_close = marker(tok, "<|tool_call_end|>", model);
     root = "root ::= " + f.opening + section_open + (parallel ? " call+ " : " call ") + section_close + "\n";
     root += tool_rules(tools, [&](size_t i, const std::string& name) {
       return "( " + call_open + " " + literal("functions." + name + ":") + " [0-9] [0-9]? " + arguments + " " +
@@ -151,20 +156,20 @@ GuidedReply guided_tool_calls(const tokenizer::Tokenizer& tok, tokenizer::ChatFo
   } else if (format == tokenizer::ChatFormat::deepseek_v3 || format == tokenizer::ChatFormat::deepseek_v3_0324) {
     // As the template writes each call: function<｜tool▁sep｜>NAME, the arguments in a json fence.
     const char* model = "DeepSeek-V3";
-    const std::string calls_open = terminal(need(tok, "<｜tool▁calls▁begin｜>", model)),
-                      calls_close = terminal(need(tok, "<｜tool▁calls▁end｜>", model)),
-                      call_open = terminal(need(tok, "<｜tool▁call▁begin｜>", model)),
-                      sep = terminal(need(tok, "<｜tool▁sep｜>", model)),
-                      call_close = terminal(need(tok, "<｜tool▁call▁end｜>", model));
+    const std::string calls_open = marker(tok, "<｜tool▁calls▁begin｜>", model),
+                      calls_close = marker(tok, "<｜tool▁calls▁end｜>", model),
+                      call_open = marker(tok, "<｜tool▁call▁begin｜>", model),
+                      sep = marker(tok, "<｜tool▁sep｜>", model),
+                      call_close = marker(tok, "<｜tool▁call▁end｜>", model);
     root = "root ::= " + f.opening + calls_open + (parallel ? " call ( \"\\n\"? call )* " : " call ") + calls_close + "\n";
     root += tool_rules(tools, [&](size_t i, const std::string& name) {
       return "( " + call_open + " \"function\" " + sep + " " + literal(name + "\n```json\n") + " " +
              cat("tool", i, "-root ") + literal("\n```") + " " + call_close + " )";
     });
   } else {  // gpt-oss: one call per turn, on the commentary channel to functions.NAME; <|call|> ends it
-    const std::string channel = terminal(need(tok, "<|channel|>", "gpt-oss")),
-                      message = terminal(need(tok, "<|message|>", "gpt-oss")),
-                      constrain = terminal(need(tok, "<|constrain|>", "gpt-oss"));
+    const std::string channel = marker(tok, "<|channel|>", "gpt-oss"),
+                      message = marker(tok, "<|message|>", "gpt-oss"),
+                      constrain = marker(tok, "<|constrain|>", "gpt-oss");
     root = "root ::= " + f.opening + "call\n";
     // The recipient before the channel (as the template writes it) or after it (as the model
     // often does); the content type " json" or " <|constrain|>json", or none.
@@ -184,7 +189,7 @@ GuidedReply guided_reply(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat 
   std::string root = "root ::= " + f.opening;
   // gpt-oss answers on the final channel (<|return|>, an end token, follows).
   if (format == tokenizer::ChatFormat::gpt_oss)
-    root += terminal(need(tok, "<|channel|>", "gpt-oss")) + " \"final\" " + terminal(need(tok, "<|message|>", "gpt-oss")) + " ";
+    root += marker(tok, "<|channel|>", "gpt-oss") + " \"final\" " + marker(tok, "<|message|>", "gpt-oss") + " ";
   root += "content-root";
   // K3 closes the response block and the message (<|end_of_msg|>, the model's end token, follows).
   if (format == tokenizer::ChatFormat::kimi_k3)
