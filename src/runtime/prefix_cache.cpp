@@ -44,10 +44,10 @@ size_t PrefixCache::best_part(std::span<const int32_t> prompt, size_t limit) con
   return best;
 }
 
-bool PrefixCache::holds_whole(std::span<const int32_t> tape) const {
-  for (const Whole& w : wholes_)
-    if (std::equal(w.tokens.begin(), w.tokens.end(), tape.begin(), tape.end())) return true;
-  return false;
+PrefixCache::Whole* PrefixCache::find_whole(std::span<const int32_t> tape) {
+  for (Whole& w : wholes_)
+    if (std::equal(w.tokens.begin(), w.tokens.end(), tape.begin(), tape.end())) return &w;
+  return nullptr;
 }
 
 PrefixCache::Plan PrefixCache::plan_for(std::span<const int32_t> tape, std::span<const int32_t> prompt,
@@ -104,7 +104,7 @@ size_t PrefixCache::restore(const model::Target& m, model::State& st, std::span<
   // reply back in its own rendering (reasoning dropped, text re-tokenized); a copy of the whole
   // state would spare a prefill of reply tokens that no request sends.
   if (!tape.empty() && (plan.source >= 0 || plan.use < tape.size()) &&
-      common_prefix(tape, prompt) < std::min(tape_prompt, tape.size()) && !holds_whole(tape)) {
+      common_prefix(tape, prompt) < std::min(tape_prompt, tape.size()) && !find_whole(tape)) {
     keep_whole_locked(m, st, tape);
     plan = plan_for(tape, prompt, cut);
   }
@@ -180,11 +180,10 @@ void PrefixCache::keep_whole(const model::Target& m, const model::State& st, std
 
 void PrefixCache::keep_whole_locked(const model::Target& m, const model::State& st, std::span<const int32_t> tape) {
   if (tape.empty() || st.length() != int64_t(tape.size())) return;
-  for (Whole& w : wholes_)
-    if (std::equal(w.tokens.begin(), w.tokens.end(), tape.begin(), tape.end())) {
-      w.used = ++clock_;
-      return;
-    }
+  if (Whole* same = find_whole(tape)) {
+    same->used = ++clock_;
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   model::BytesSink out;
   m.write_state(st, out);

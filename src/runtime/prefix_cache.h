@@ -92,7 +92,7 @@ class PrefixCache {
   // The longest part whose tokens are prompt[0, length) with length <= limit; parts_.size() if none.
   size_t best_part(std::span<const int32_t> prompt, size_t limit) const;
   void keep_whole_locked(const model::Target& m, const model::State& st, std::span<const int32_t> tape);
-  bool holds_whole(std::span<const int32_t> tape) const;
+  Whole* find_whole(std::span<const int32_t> tape);  // the whole state of exactly these tokens, or null
   // The most any sequence here (the session's tape, whole states, parts' prompts) shares with the
   // prompt, at most prompt.size() - 1.
   size_t shared_prefix(std::span<const int32_t> tape, std::span<const int32_t> prompt) const;
