@@ -75,7 +75,15 @@ Action register_serve(CLI::App& app) {
                   "(0: (--queue + 1) x --max-request-bytes; never less than --max-request-bytes)")
       ->default_val(0)->transform(integer_in(0, int64_t(1) << 40));
   sub->add_option("--max-connections", o->max_connections,
-                  "Connections open at once (one thread each); more are answered 503 and closed")
+                  "Connections open at once; more are answered 503 and closed. Idle ones and ones still sending "
+                  "a request's headers cost no thread (one event thread holds them)")
+      ->default_val(2048)->transform(integer_in(16, 65536));
+  sub->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "Connections open at once from one client address; more are answered 503 and closed")
+      ->default_val(256)->transform(integer_in(1, 65536));
+  sub->add_option("--max-requests", o->max_requests,
+                  "Requests read or answered at once, one thread each (a stream holds one until it ends); more are "
+                  "answered 503. /health is answered apart from them")
       ->default_val(256)->transform(integer_in(16, 4096));
   sub->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's headers (in total, however it trickles them)")

@@ -34,10 +34,10 @@ bool address_is(const sockaddr_storage& a, const std::string& addr, int port) {
 }  // namespace
 
 ConnectionProbe::ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port,
-                                 bool interim_ok)
+                                 bool interim_ok, int socket_hint)
     : local_addr_(std::move(local_addr)), remote_addr_(std::move(remote_addr)), local_port_(local_port),
       remote_port_(remote_port), interim_ok_(interim_ok) {
-  fd_ = find_socket();
+  fd_ = socket_hint >= 0 && matches(socket_hint) ? socket_hint : find_socket();
   inert_ = fd_ < 0;
   half_closed_ = !inert_ && !interim_ok_ && peer_finished_sending();
 }

@@ -24,8 +24,10 @@ class ConnectionProbe {
   // Call while the connection is certainly open (in its request handler). When its socket cannot
   // be found then (an unexpected platform), the probe stays inert and never reports a close.
   // `interim_ok`: the request is HTTP/1.1, and nothing of the response has been written yet.
+  // `socket_hint`: the socket the server believes it is (GuardedServer::current_socket()); used
+  // when its addresses match, else the process's descriptors are searched.
   ConnectionProbe(std::string local_addr, int local_port, std::string remote_addr, int remote_port,
-                  bool interim_ok = false);
+                  bool interim_ok = false, int socket_hint = -1);
   // Call before the response's first byte is written (an interim response would then corrupt it).
   void response_started() { interim_ok_ = false; }
   // True once the peer has closed (or the socket is gone: it was closed here).

@@ -1,20 +1,34 @@
 // cpp-httplib's Server with the connection handling a server facing untrusted clients needs and
-// httplib 0.11 (Debian 12) lacks: a cap on open connections (one more is answered 503 at once and
-// closed), a deadline on each request's headers that trickled bytes cannot extend, a listen
-// backlog of SOMAXCONN, no SO_REUSEPORT (a second server on a busy port fails to bind instead of
-// taking half the requests), a deadline on each request's body, a connection closed after any
-// response that says "Connection: close" (httplib keeps it open unless the request asked), reads
-// and writes that still serve a half-closed client, and one log line per request on stderr.
+// httplib 0.11 (Debian 12) lacks. httplib gives every connection a thread for its whole life, so
+// idle or trickling clients used to hold up to --max-connections threads and crowd out everything
+// else, /health included. Here one event thread (epoll) holds every connection that is between
+// requests or still sending a request's line and headers; a request whose headers are in goes to
+// a worker thread (at most max_requests at once), which runs httplib's parser and routes over the
+// bytes already read and hands the connection back after the response. GET /health is answered
+// on the event thread itself, ahead of everything. Also: caps on open connections, in total and
+// per client address (one more is answered 503 at once and closed); a deadline on each request's
+// headers that trickled bytes cannot extend; a deadline on each request's body; a listen backlog
+// of SOMAXCONN; no SO_REUSEPORT (a second server on a busy port fails to bind instead of taking
+// half the requests); a connection closed after any response that says "Connection: close"
+// (httplib keeps it open unless the request asked), after a linger that reads away what the client
+// still sends (closing with unread bytes resets the connection, which can destroy the response);
+// reads and writes that still serve a half-closed client; one log line per request on stderr.
 #pragma once
 #include <httplib.h>
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace sluice::serve {
 
 struct ConnectionLimits {
-  size_t max_connections = 256;  // open at once, each on its own thread; more are refused (503)
+  size_t max_connections = 2048;  // open at once (idle ones need no thread); more are refused (503)
+  size_t max_per_client = 256;    // open at once from one client address; more are refused (503)
+  size_t max_requests = 256;      // requests read or answered at once, one thread each; more: 503
   int header_timeout_ms = 10000;  // total time to receive a request's line and headers
   int idle_timeout_ms = 5000;     // a kept-alive connection's wait for its next request
   int read_timeout_ms = 30000;    // each read of a request body
@@ -38,6 +52,8 @@ class GuardedServer : public httplib::Server {
   // a burst of connections was refused by the kernel before the server saw it).
   void raise_backlog();
   size_t open_connections() const { return open_.load(); }
+  // The socket of the connection whose request this thread is serving (-1 on other threads).
+  static int current_socket();
 
   // For the pre-routing handler: the current connection's request line and headers are in; its
   // header deadline no longer applies (the body is read under the per-read timeout).
@@ -60,18 +76,33 @@ class GuardedServer : public httplib::Server {
  private:
   class ConnectionStream;
   class ConnectionQueue;
+  struct Connection;
+  class EventLoop;
+  // Called by httplib's accept loop for each accepted socket (through ConnectionQueue): counts it
+  // against the caps and hands it to the event thread, or refuses it.
   bool process_and_close_socket(socket_t sock) override;
-  void refuse(socket_t sock);
+  // Answers 503 (`code`, `message`) and closes, without waiting on the client.
+  static void refuse(int sock, const std::string& peer, const char* code, const std::string& message,
+                     const char* note);
+  // Runs the request whose headers are in c->in (on a worker, or on the event thread for /health):
+  // true when the connection can carry another request (its unread bytes are back in c->in).
+  bool serve_request(Connection& c, bool on_event_thread);
+  // Closes the socket and releases its place under the caps.
+  void close_connection(Connection& c);
+  void worker(std::unique_ptr<Connection> c);
 
   // The connection this thread serves (null on the accept thread); set on the accept thread while
   // it refuses a connection inline (see ConnectionQueue::enqueue).
   static thread_local ConnectionStream* current_;
   static thread_local GuardedServer* current_server_;
-  static thread_local bool refusing_;
 
   ConnectionLimits limits_;
+  ConnectionLimits event_thread_limits_;  // no waiting on a client: reads and writes that would block fail
   std::atomic<size_t> open_{0};
   std::atomic<size_t> body_bytes_{0};
+  std::mutex clients_mu_;
+  std::unordered_map<std::string, size_t> per_client_;  // open connections by client address
+  EventLoop* loop_ = nullptr;  // owned by the ConnectionQueue httplib makes for each listen
 };
 
 }  // namespace sluice::serve

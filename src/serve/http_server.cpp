@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -108,7 +109,7 @@ void handle_generation(Service& service, Api api, const httplib::Request& req, h
   // response is written, so the probe may send an interim response to tell a close from a
   // half-close.
   auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port,
-                                                 req.version == "HTTP/1.1");
+                                                 req.version == "HTTP/1.1", GuardedServer::current_socket());
   static std::atomic<bool> warned{false};
   if (probe->inert() && !warned.exchange(true))
     std::fprintf(stderr, "sluice serve: warning: cannot find client sockets; disconnects will not cancel generations\n");
@@ -210,6 +211,28 @@ sigset_t stop_signal_set() {
   sigaddset(&set, SIGTERM);
   return set;
 }
+
+// Each connection is a descriptor: the soft limit (often 1024) is raised toward the hard one to
+// hold `wanted` connections beside the model's files and the drives' descriptors; where the hard
+// limit is too low, fewer connections are allowed, and the log says so.
+size_t connections_within_file_limit(size_t wanted) {
+  constexpr rlim_t kOtherFiles = 1024;
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  const rlim_t need = rlim_t(wanted) + kOtherFiles;
+  if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < need) {
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY ? need : std::min(need, r.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &r);
+    ::getrlimit(RLIMIT_NOFILE, &r);
+  }
+  if (r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= need) return wanted;
+  const size_t allowed = r.rlim_cur > 2 * kOtherFiles ? size_t(r.rlim_cur - kOtherFiles) : size_t(r.rlim_cur / 2);
+  std::fprintf(stderr,
+               "sluice serve: warning: --max-connections %zu lowered to %zu: this process may open only %llu files "
+               "(ulimit -Hn)\n",
+               wanted, allowed, (unsigned long long)r.rlim_cur);
+  return allowed;
+}
 }  // namespace
 
 void block_stop_signals() {
@@ -230,7 +253,9 @@ int serve_http(Service& service) {
   ::signal(SIGPIPE, SIG_IGN);
 
   ConnectionLimits limits;
-  limits.max_connections = o.max_connections;
+  limits.max_connections = connections_within_file_limit(o.max_connections);
+  limits.max_per_client = o.max_connections_per_client;
+  limits.max_requests = o.max_requests;
   limits.header_timeout_ms = o.header_timeout_s * 1000;
   limits.body_timeout_ms = o.body_timeout_s * 1000;
   limits.body_bytes_in_flight = std::max(

@@ -101,10 +101,9 @@ Service::Service(const ServeOptions& options)
   SLUICE_CHECK(opt_.max_context >= 2, "--max-context must be at least 2");
   SLUICE_CHECK(opt_.queue <= 64, "--queue must be at most 64 (got ", opt_.queue, ")");
   SLUICE_CHECK(opt_.telemetry_streams <= 64, "--telemetry-streams must be at most 64 (got ", opt_.telemetry_streams, ")");
-  SLUICE_CHECK(opt_.max_connections >= opt_.queue + opt_.telemetry_streams + 8, "--max-connections ",
-               opt_.max_connections, " leaves too little room: the running request, --queue ", opt_.queue,
-               " waiting ones, --telemetry-streams ", opt_.telemetry_streams, " and health checks need at least ",
-               opt_.queue + opt_.telemetry_streams + 8);
+  SLUICE_CHECK(opt_.max_requests >= opt_.queue + opt_.telemetry_streams + 8, "--max-requests ", opt_.max_requests,
+               " leaves too little room: the running request, --queue ", opt_.queue, " waiting ones, --telemetry-streams ",
+               opt_.telemetry_streams, " and other requests need at least ", opt_.queue + opt_.telemetry_streams + 8);
   SLUICE_CHECK(opt_.max_request_bytes >= 1024, "--max-request-bytes must be at least 1024");
   engine_ = runtime::Engine::load(opt_.engine);
   tokenizer_ = engine_->tokenizer();

@@ -33,7 +33,9 @@ struct ServeOptions {
   std::string model_id;              // empty: the model directory's name
   int64_t max_tokens = 1'000'000;    // cap on generated tokens per request
   int64_t default_max_tokens = 4096; // chat requests without max_tokens
-  size_t max_connections = 256;      // open at once; more are answered 503 and closed
+  size_t max_connections = 2048;     // open at once (idle ones need no thread); more: 503, closed
+  size_t max_connections_per_client = 256;  // open at once from one address; more: 503, closed
+  size_t max_requests = 256;         // read or answered at once, one thread each; more: 503
   int header_timeout_s = 10;         // total time to receive a request's headers
   int body_timeout_s = 30;           // a body's time, plus 1 s per 64 KiB of it
   int64_t max_context = 32768;       // prompt + generated tokens

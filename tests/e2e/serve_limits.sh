@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: `sluice serve` against hostile and careless clients on loopback: JSON nested far too
-# deep (requests and config.json), 200 slow or idle connections (/health within 1 s, trickled
-# headers cut off at the header deadline), the connection cap (a quick 503), a second server on a
+# deep (requests and config.json), 1,000 idle and 256 trickling connections (/health p99 within
+# 100 ms, trickled headers cut off at the header deadline), the caps on connections, connections
+# per client and requests on threads (a quick 503 each), a second server on a
 # busy port, API keys from a file or the environment and empty ones refused, a half-closed client,
 # the default max_tokens of chat, large request bodies in flight at once (429 past the budget,
 # bounded memory), bad framing answered once and closed (Content-Length checked before any body
@@ -102,9 +103,10 @@ grep -Eq '^sluice serve: 127\.0\.0\.1:[0-9]+ "POST /v1/chat/completions" 200 [0-
 grep -Eq '^sluice serve: 127\.0\.0\.1:[0-9]+ "POST /v1/chat/completions" 400 [0-9]+ B' "$work/k3.log" ||
   fail "no request log line for a 400"
 
-# Slowloris: 200 idle or trickling connections; /health answers within 1 s, and the trickling
-# ones are cut off (408) at the 3 s header deadline although they keep sending lines.
-python3 "$slow" health "$port" 200 3
+# Slowloris: 1,000 idle and 256 trickling connections; /health p99 within 100 ms and a completion
+# served while they are held, and each is cut off at the 3 s header deadline although it keeps
+# sending lines, with one 408 at most.
+python3 "$slow" crowd "$port" 1000 256 3 tiny
 
 # A second server on the same port refuses to start with one line (no SO_REUSEPORT sharing).
 status=0
@@ -114,10 +116,18 @@ grep -q "cannot listen on 127.0.0.1:$port" "$work/second.err" || fail "busy port
 [ "$(grep -c . "$work/second.err")" = 1 ] || fail "busy port: not one line: $(cat "$work/second.err")"
 stop_server "$k3_pid"
 
-# The connection cap: with 16 open, the 17th gets a 503 at once.
-start_server capped --model "$work/tiny" --max-connections 16
-python3 "$slow" cap "${capped_url##*:}" 16
-grep -q '"-" 503 .*connection refused: --max-connections' "$work/capped.log" || fail "no log line for the 503"
+# The caps: with 16 open from one address, the 17th from there gets a 503 at once (another address
+# is served); with 24 open, the 25th gets a 503; with 16 requests on workers (headers in, bodies not),
+# the 17th gets a 503 while /health is answered.
+start_server capped --model "$work/tiny" --max-connections 24 --max-connections-per-client 16 --max-requests 16
+python3 "$slow" per_client "${capped_url##*:}" 16
+python3 "$slow" cap "${capped_url##*:}" 24
+python3 "$slow" busy "${capped_url##*:}" 16
+for why in 'connection refused: --max-connections)' 'connection refused: --max-connections-per-client)' \
+  'request refused: --max-requests)'; do
+  grep -qF -- "$why" "$work/capped.log" || fail "no log line for the 503 ($why)"
+done
+! grep -qF -- '"-" 503 0 B' "$work/capped.log" || fail "a 503 could not be sent: $(grep -F '503 0 B' "$work/capped.log")"
 stop_server "$capped_pid"
 
 # Large bodies in flight: eight 12 MB prompts at once against --max-request-bytes 16 MiB (so the
