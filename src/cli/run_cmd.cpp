@@ -286,7 +286,7 @@ int run(RunArgs& a) {
       } else if (a.json) {
         return;
       } else if (!tok->is_special(id)) {
-        std::string out = utf8.push(tok->token_bytes(id));
+        std::string out = utf8.push(tok->generated_bytes(id));
         std::printf("%s", out.c_str());
       }
     } else if (!a.json) {

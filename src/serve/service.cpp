@@ -388,7 +388,7 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
         add_reasoning(d.reasoning);
         add_raw_content(d.content);
       } else if (!info.is_eos(id)) {
-        add_content(stop.push(utf8.push(token_bytes(id))));
+        add_content(stop.push(utf8.push(tokenizer_->generated_bytes(id))));
       }
       if (stop.hit()) throw StopSequenceHit{};
       if (req.common.stream && Clock::now() - last_write >= std::chrono::milliseconds(opt_.heartbeat_ms))
@@ -444,16 +444,8 @@ Json Service::run(const PreparedRequest& req, const std::function<bool(const std
   return out->finish(end);
 }
 
-std::string_view Service::token_bytes(int32_t id) const {
-  try {
-    return tokenizer_->token_bytes(id);
-  } catch (const Error&) {
-    return {};  // an id the tokenizer does not use spells nothing
-  }
-}
-
 Json Service::token_logprob(int32_t id, float logprob) const {
-  const std::string_view bytes = token_bytes(id);
+  const std::string_view bytes = tokenizer_->generated_bytes(id);
   Json b = Json::array();
   for (unsigned char c : bytes) b.push_back(int(c));
   // A probability that underflows to 0 is reported as OpenAI does: -9999.

@@ -137,8 +137,6 @@ class Service {
   tokenizer::RenderedChat render(const ChatRequest& c, const tokenizer::ChatOptions& co) const;
   runtime::GuidedReply guided_format(const Json& response_format, bool thinking) const;
   runtime::GuidedReply guided_tools(const ChatRequest& c, bool thinking) const;
-  // A generated token's bytes; none for an id the tokenizer does not use.
-  std::string_view token_bytes(int32_t id) const;
   // {token, logprob, bytes}: a token's text (invalid UTF-8 replaced), its exact bytes, a value.
   Json token_logprob(int32_t id, float logprob) const;
   // Publishes the store's counters for the telemetry stream (on the generating thread).

@@ -106,13 +106,6 @@ const ChatJson& call_function(const ChatJson& call) {
   return call.is_object() && call.contains("function") && call["function"].is_object() ? call["function"] : call;
 }
 
-std::string_view generated_bytes(const Tokenizer& tok, int32_t id) {
-  try {
-    return tok.token_bytes(id);
-  } catch (const Error&) {
-    return {};
-  }
-}
 
 size_t code_points(std::string_view s) {
   size_t n = 0;

@@ -56,9 +56,6 @@ class TemplateWriter {
 std::string field_text(const ChatJson& m, const char* key);
 // The object holding a tool call's name/arguments: call["function"] when it is an object, else the call.
 const ChatJson& call_function(const ChatJson& call);
-// Bytes of a generated id for a reply parser: "" for an id the tokenizer does not use (a model's
-// vocabulary may have more rows than its tokenizer has tokens).
-std::string_view generated_bytes(const Tokenizer& tok, int32_t id);
 // Number of Unicode code points of UTF-8 text (Jinja's |length of a string).
 size_t code_points(std::string_view s);
 

@@ -63,7 +63,7 @@ class K3Parser final : public ReplyStream::Parser {
       } else if (id == sep_) {
         if (in_tag_) end_tag();
       } else if (!tok.is_special(id)) {  // stray specials carry no text
-        std::string_view bytes = tok.token_bytes(id);
+        std::string_view bytes = tok.generated_bytes(id);
         if (in_tag_) tag_ += bytes;
         else if (mode_ == Mode::reasoning) reply.reasoning += bytes;
         else if (mode_ == Mode::content) reply.content += bytes;
@@ -140,7 +140,7 @@ class Qwen3Parser final : public ReplyStream::Parser {
 
   void feed(const Tokenizer& tok, std::span<const int32_t> ids) override {
     if (reply.complete) return;  // nothing after <|im_end|> belongs to the reply
-    for (int32_t id : ids) text_ += tok.token_bytes(id);
+    for (int32_t id : ids) text_ += tok.generated_bytes(id);
     run(false);
   }
   void feed_text(std::string_view text) {

@@ -56,7 +56,7 @@ class DeepSeekParser final : public ReplyStream::Parser {
         if (in_call_) reply.tool_calls.push_back(split_call(body_));
         in_call_ = false;
       } else if (!tok.is_special(id)) {
-        std::string_view bytes = generated_bytes(tok, id);
+        std::string_view bytes = tok.generated_bytes(id);
         if (in_call_) {
           if (after_sep_) body_ += bytes;  // the type before <｜tool▁sep｜> is always "function"
         } else if (!in_section_) {

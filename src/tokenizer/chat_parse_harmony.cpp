@@ -46,7 +46,7 @@ class HarmonyParser final : public ReplyStream::Parser {
         begin_header();
         in_header_ = false;  // until the next <|start|>
       } else if (!tok.is_special(id)) {
-        std::string_view bytes = generated_bytes(tok, id);
+        std::string_view bytes = tok.generated_bytes(id);
         if (in_header_) header_ += bytes;
         else if (kind_ == Body::reasoning) reply.reasoning += bytes;
         else if (kind_ == Body::content) reply.content += bytes;

@@ -60,7 +60,7 @@ class KimiK2Parser final : public ReplyStream::Parser {
         reply.tool_calls.push_back(ParsedToolCall{name_from_id(call_id), trimmed(arguments_), call_id});
         mode_ = Mode::section;
       } else if (!tok.is_special(id)) {
-        std::string_view bytes = generated_bytes(tok, id);
+        std::string_view bytes = tok.generated_bytes(id);
         if (mode_ == Mode::reasoning) reply.reasoning += bytes;
         else if (mode_ == Mode::content) reply.content += bytes;
         else if (mode_ == Mode::call_id) call_id_ += bytes;

@@ -19,6 +19,14 @@ bool Tokenizer::is_special(int32_t id) const {
   return it != s.end() && it->id == id;
 }
 
+std::string_view Tokenizer::generated_bytes(int32_t id) const {
+  try {
+    return token_bytes(id);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SLUICE_CHECK(in.good(), path, ": cannot open for reading");

@@ -46,6 +46,9 @@ class Tokenizer {
 
   // Bytes of one token (a view into the tokenizer; valid for its lifetime).
   virtual std::string_view token_bytes(int32_t id) const = 0;
+  // The same for an id a model generated: "" for an id the tokenizer does not use (a model's
+  // vocabulary may have more rows than its tokenizer has tokens: Qwen3 151,936 for 151,669).
+  std::string_view generated_bytes(int32_t id) const;
 
   // Id of an added/special token by exact spelling (e.g. "<|im_end|>", "<|open|>").
   virtual std::optional<int32_t> special_id(std::string_view spelling) const = 0;

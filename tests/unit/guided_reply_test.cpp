@@ -33,32 +33,14 @@ using Json = nlohmann::ordered_json;
 const std::string kTarget = std::string(SLUICE_SOURCE_DIR) + "/models/default/target";
 
 // Twenty parameter schemas: strings, numbers, enums, nesting, arrays, optional fields, anyOf,
-// const, formats, $ref and none at all.
+// const, formats, $ref and none at all (tests/fixtures/guided/agent_tools.json, which
+// bench/tool_calls.py sends to a server too).
 std::vector<runtime::GuidedTool> agent_tools() {
-  const char* specs[][2] = {
-      {"get_weather", R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false})"},
-      {"add", R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false})"},
-      {"search", R"({"type":"object","properties":{"query":{"type":"string","minLength":1},"limit":{"type":"integer"}},"required":["query"],"additionalProperties":false})"},
-      {"read_file", R"({"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"length":{"type":"integer"}},"required":["path"],"additionalProperties":false})"},
-      {"write_file", R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false})"},
-      {"run_shell", R"({"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"background":{"type":"boolean"}},"required":["command"],"additionalProperties":false})"},
-      {"edit", R"({"type":"object","properties":{"path":{"type":"string"},"edits":{"type":"array","items":{"type":"object","properties":{"old":{"type":"string"},"new":{"type":"string"}},"required":["old","new"],"additionalProperties":false},"minItems":1,"maxItems":4}},"required":["path","edits"],"additionalProperties":false})"},
-      {"set_flags", R"({"type":"object","properties":{"flags":{"type":"array","items":{"type":"boolean"},"maxItems":5}},"required":["flags"],"additionalProperties":false})"},
-      {"create_event", R"({"type":"object","properties":{"title":{"type":"string","maxLength":40},"date":{"type":"string","format":"date"},"time":{"type":"string","format":"time"}},"required":["title","date"],"additionalProperties":false})"},
-      {"lookup_id", R"({"type":"object","properties":{"id":{"type":"string","format":"uuid"}},"required":["id"],"additionalProperties":false})"},
-      {"set_mode", R"({"type":"object","properties":{"mode":{"const":"fast"},"level":{"enum":[1,2,3]}},"required":["mode","level"],"additionalProperties":false})"},
-      {"move", R"({"type":"object","properties":{"to":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"],"additionalProperties":false}},"required":["to"],"additionalProperties":false})"},
-      {"notify", R"({"type":"object","properties":{"target":{"anyOf":[{"type":"string"},{"type":"integer"}]},"urgent":{"type":"boolean"}},"required":["target"],"additionalProperties":false})"},
-      {"tag", R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":12},"minItems":1,"maxItems":3}},"required":["tags"],"additionalProperties":false})"},
-      {"no_args", R"({"type":"object","properties":{},"additionalProperties":false})"},
-      {"any_args", "null"},
-      {"nullable", R"({"type":"object","properties":{"note":{"type":["string","null"]}},"required":["note"],"additionalProperties":false})"},
-      {"tree", R"({"$defs":{"node":{"type":"object","properties":{"name":{"type":"string","maxLength":8},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["name"],"additionalProperties":false}},"type":"object","properties":{"root":{"$ref":"#/$defs/node"}},"required":["root"],"additionalProperties":false})"},
-      {"schedule", R"({"type":"object","properties":{"at":{"type":"string","format":"date-time"},"repeat":{"enum":["daily","weekly",null]}},"required":["at","repeat"],"additionalProperties":false})"},
-      {"pair", R"({"type":"object","properties":{"p":{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}},"required":["p"],"additionalProperties":false})"},
-  };
+  const std::string path = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/guided/agent_tools.json";
+  std::ifstream in(path);
+  const Json list = Json::parse(in);
   std::vector<runtime::GuidedTool> tools;
-  for (const auto& s : specs) tools.push_back({s[0], Json::parse(s[1])});
+  for (const Json& t : list) tools.push_back({t.at("name").get<std::string>(), t.at("parameters")});
   return tools;
 }
 

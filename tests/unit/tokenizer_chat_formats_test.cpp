@@ -294,6 +294,47 @@ TEST(TokenizerChatFormats, HarmonyParserSplitsChannelsAndCalls) {
   EXPECT_TRUE(parse_reply(tok, ChatFormat::gpt_oss, out).tool_calls.empty());
 }
 
+// A model's vocabulary may have more rows than its tokenizer has tokens (Qwen3: 151,936 for
+// 151,669), and a sampled reply may hold such an id: it spells nothing, in every format's parser
+// (the K3 and Qwen3 parsers used to throw "not in the vocabulary", a 500 from the server).
+TEST(TokenizerChatFormats, IdsPastTheTokenizerSpellNothing) {
+  REQUIRE_FORMAT_TOKENIZERS();
+  const auto k3 = load_tokenizer(std::string(SLUICE_SOURCE_DIR) + "/models/default/target");
+  ASSERT_TRUE(k3);
+  const Tokenizer* qwen3 = testing::reference_tokenizer("qwen3");
+  ASSERT_TRUE(qwen3);
+  struct Case {
+    const Tokenizer* tok;
+    ChatFormat format;
+    std::initializer_list<std::string> parts;
+  };
+  const Case cases[] = {
+      {k3.get(), ChatFormat::kimi_k3, {"so it is", "<|end_of_msg|>"}},
+      {qwen3, ChatFormat::qwen3,
+       {"<think>", "why", "</think>", "so", "<tool_call>", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "</tool_call>",
+        "<|im_end|>"}},
+      {tokenizer_for(ChatFormat::deepseek_v3), ChatFormat::deepseek_v3, {"so it is", "<｜end▁of▁sentence｜>"}},
+      {tokenizer_for(ChatFormat::kimi_k2), ChatFormat::kimi_k2, {"so it is", "<|im_end|>"}},
+      {tokenizer_for(ChatFormat::gpt_oss), ChatFormat::gpt_oss, {"<|channel|>", "final", "<|message|>", "so it is", "<|return|>"}},
+  };
+  for (const Case& c : cases) {
+    const std::vector<int32_t> ids = ids_of(*c.tok, c.parts);
+    std::vector<int32_t> padded;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + 1 < ids.size() && i % 2 == 0) padded.push_back(c.tok->vocab_size() + int32_t(i));
+      padded.push_back(ids[i]);
+    }
+    const ParsedReply want = parse_reply(*c.tok, c.format, ids);
+    const ParsedReply got = parse_reply(*c.tok, c.format, padded);
+    EXPECT_EQ(got.reasoning, want.reasoning) << chat_format_name(c.format);
+    EXPECT_EQ(got.content, want.content) << chat_format_name(c.format);
+    EXPECT_EQ(got.complete, want.complete) << chat_format_name(c.format);
+    ASSERT_EQ(got.tool_calls.size(), want.tool_calls.size()) << chat_format_name(c.format);
+    for (size_t i = 0; i < got.tool_calls.size(); ++i) EXPECT_EQ(got.tool_calls[i].arguments, want.tool_calls[i].arguments);
+    EXPECT_FALSE(want.content.empty() && want.tool_calls.empty()) << chat_format_name(c.format);
+  }
+}
+
 TEST(TokenizerChatFormats, OptionsAndErrors) {
   REQUIRE_FORMAT_TOKENIZERS();
   const Tokenizer& oss = *testing::gpt_oss_tokenizer();
