@@ -19,7 +19,8 @@
 #                                       the same threads), then make-tiny's write rate and the resident
 #                                       decode of the K3-width, DeepSeek-V3-width FP8 and Kimi-K2-width
 #                                       INT4 models on every core, each as GB/s of weights against the
-#                                       all-core floor kernels_bench measured
+#                                       all-core floor kernels_bench measured (CPU_MODELS: which of
+#                                       k3, deepseek_v3, kimi_k2; SLUICE_KERNELS_FILTER: which rows)
 #   scripts/gpu-check.sh hybrid         on the GPU machine: a K3-width model of 12 layers x 96 MXFP4
 #                                       experts (20 GB of experts), prepared onto the local disk and
 #                                       streamed with every expert in RAM (--cache-gb 24) after a
@@ -154,7 +155,7 @@ case "$mode" in
     floor=$(awk '/-threads:[0-9]+\/n:1\/manual_time/ && NF == 5 { s += $3; n++ } END { if (n) printf "%.2f", s / n }' "$work/kernels.txt")
     echo "gpu-check: all-core read floor ${floor} GB/s (mean of kernels_bench's threaded rows: one weight-sized buffer, partly in the L3)"
     prompt=$(seq -s, 11 26)
-    for name in k3 deepseek_v3 kimi_k2; do
+    for name in ${CPU_MODELS:-k3 deepseek_v3 kimi_k2}; do
       step "make-tiny $name" width_model "$name"
       step "$name decode on every core" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
         --model '$work/$name' --prompt-ids '$prompt' --max-new 24 --experts resident --device cpu --json >'$work/run-$name.json'"

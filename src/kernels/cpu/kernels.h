@@ -83,6 +83,11 @@ void matmul_fp8_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n, 
 void matmul_fp8_vbmi(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,
                      int64_t r1);
 void widen_fp8_vbmi(const Weight& w, int64_t r, float* out);
+// How the FP8 products' one-vector tiles prefetch the next tile's rows while they read their own:
+// not at all, non-temporally, or into L2. Chosen once per process (fp8_next_tile_hint: the
+// measured best of this CPU's vendor), or by SLUICE_FP8_PREFETCH=none|nta|t1 for measurements.
+enum Fp8Prefetch : int { kFp8PrefetchNone = 0, kFp8PrefetchNta = 1, kFp8PrefetchT1 = 2 };
+int fp8_next_tile_hint();
 // The INT4_G32 products of the SIMD ISAs (matmul_int4_avx2.cpp, matmul_int4_avx512.cpp, and
 // matmul_int4_vbmi.cpp with the same bits as the AVX-512 one).
 void matmul_int4_avx2(const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0,

@@ -25,14 +25,11 @@
 namespace sluice::kernels {
 namespace {
 
-// A one-vector tile prefetches the next tile's rows non-temporally: each weight byte is read once.
-// With the T1 hint, 2048x7168 at one vector ran at 0.55-0.58 of the read floor in the host's slow
-// periods and 0.80-0.88 in its quiet ones; with NTA, 0.72-0.84 in the same minutes as the slow
-// periods (7168x2048: 0.82-0.87 -> 0.86-0.89). Prefetching the same rows further along measured
-// slower with either hint (the hardware prefetcher already follows them). Tiles of several vectors
-// read their rows once per pair of vectors and keep T1.
-template <int N>
-constexpr auto kNextTileHint = N == 1 ? _MM_HINT_NTA : _MM_HINT_T1;
+// A one-vector tile prefetches the next tile's rows with the hint fp8_next_tile_hint() chose for
+// this CPU (non-temporally on AMD, into L2 on Intel: dispatch.cpp gives the measurements).
+// Prefetching the same rows further along measured slower with either hint on Zen 4 (the hardware
+// prefetcher already follows them). Tiles of several vectors read their rows once per pair of
+// vectors and keep T1.
 // Tiles: 8 rows for one vector (decode: 8 independent streams), 4 rows x 2 vectors otherwise (each
 // decoded weight used twice). Per (row, vector) a block's partial sum and the running total live in
 // registers; the operations for one output are the same in either tile.
@@ -72,7 +69,7 @@ inline bool any_nan(const uint8_t* p, int64_t count) {
 }
 
 // y[i*ldy + r] for R rows (row stride `cols` bytes, scale rows `srow[r]`) and N vectors.
-template <int R, int N>
+template <int R, int N, int Hint = kFp8PrefetchT1>
 void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t cols, const float* x, int64_t ldx,
               float* y, int64_t ldy) {
   __m512 total[R][N];
@@ -85,8 +82,8 @@ void fp8_tile(const uint8_t* w, bool finite, const float* const* srow, int64_t c
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       nan[r] = !finite && any_nan(w + r * cols + c0, c1 - c0);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), kNextTileHint<N>);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), kNextTileHint<N>);
+      avx512::prefetch_next<Hint>(w + (R + r) * cols + c0);
+      avx512::prefetch_next<Hint>(w + (R + r) * cols + c0 + 64);
     }
     __m512 part[R][N];
 #pragma GCC unroll 8
@@ -155,9 +152,14 @@ void matmul_fp8_avx512(const Weight& w, const float* x_in, int64_t ldx_in, int64
   const float* srow[kRowTile];
   int64_t r = r0;
   if (n == 1) {
+    const int hint = fp8_next_tile_hint();
     for (; r + kRowTile <= r1; r += kRowTile) {
       for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
-      fp8_tile<kRowTile, 1>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, y + r, ldy);
+      switch (hint) {
+        case kFp8PrefetchNta: fp8_tile<kRowTile, 1, kFp8PrefetchNta>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, y + r, ldy); break;
+        case kFp8PrefetchT1: fp8_tile<kRowTile, 1, kFp8PrefetchT1>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, y + r, ldy); break;
+        default: fp8_tile<kRowTile, 1, kFp8PrefetchNone>(W + r * w.cols, w.fp8_finite, srow, w.cols, x, ldx, y + r, ldy);
+      }
     }
   } else {
     for (; r + kRowTile2 <= r1; r += kRowTile2) {

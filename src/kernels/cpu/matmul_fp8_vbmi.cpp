@@ -28,8 +28,6 @@ constexpr int64_t kChunk = 64;
 // Tiles: 8 rows for one vector (decode: 8 independent streams), 4 rows x 2 vectors otherwise.
 constexpr int kRowTile = 8;
 constexpr int kRowTile2 = 4;
-template <int N>
-constexpr auto kNextTileHint = N == 1 ? _MM_HINT_NTA : _MM_HINT_T1;
 
 struct Tables {
   __m512i lo0, lo1, hi0, hi1;
@@ -93,7 +91,7 @@ int64_t permute_chunks(const float* x, int64_t ldx, int64_t n, int64_t cols, flo
 
 // y[i*ldy + r] for R rows (row stride `cols` bytes, scale rows `srow[r]`) and N vectors of permuted
 // activations (stride ldp).
-template <int R, int N>
+template <int R, int N, int Hint = kFp8PrefetchT1>
 void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const float* xp, int64_t ldp, float* y,
               int64_t ldy, const Tables& t) {
   __m512 total[R][N];
@@ -104,8 +102,8 @@ void fp8_tile(const uint8_t* w, const float* const* srow, int64_t cols, const fl
     const int64_t c0 = b * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0), kNextTileHint<N>);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * cols + c0 + 64), kNextTileHint<N>);
+      avx512::prefetch_next<Hint>(w + (R + r) * cols + c0);
+      avx512::prefetch_next<Hint>(w + (R + r) * cols + c0 + 64);
     }
     __m512 part[R][N];
 #pragma GCC unroll 8
@@ -156,9 +154,14 @@ void matmul_fp8_vbmi(const Weight& w, const float* x, int64_t ldx, int64_t n, fl
   const float* srow[kRowTile];
   int64_t r = r0;
   if (n == 1) {
+    const int hint = fp8_next_tile_hint();
     for (; r + kRowTile <= r1; r += kRowTile) {
       for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
-      fp8_tile<kRowTile, 1>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t);
+      switch (hint) {
+        case kFp8PrefetchNta: fp8_tile<kRowTile, 1, kFp8PrefetchNta>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t); break;
+        case kFp8PrefetchT1: fp8_tile<kRowTile, 1, kFp8PrefetchT1>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t); break;
+        default: fp8_tile<kRowTile, 1, kFp8PrefetchNone>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t);
+      }
     }
   } else {
     for (; r + kRowTile2 <= r1; r += kRowTile2) {

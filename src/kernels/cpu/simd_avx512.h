@@ -18,7 +18,17 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/kernels.h"
+
 namespace sluice::kernels::avx512 {
+
+// The FP8 products' prefetch of the next tile's rows, with a hint of kernels.h's Fp8Prefetch
+// (one-vector tiles use fp8_next_tile_hint(), others T1).
+template <int Hint>
+inline void prefetch_next(const uint8_t* p) {
+  if constexpr (Hint == kFp8PrefetchNta) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA);
+  else if constexpr (Hint == kFp8PrefetchT1) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+}
 
 inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
 
