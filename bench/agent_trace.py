@@ -20,12 +20,10 @@ are the slow part); the ratio is reported over the requests both arms ran.
 import argparse
 import json
 import random
-import re
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
+
+from serve_util import Server
 
 WORDS = ("def class return import self value index buffer token layer expert cache state prefix stream "
          "drive read write file path error result config model weight router kernel thread queue").split()
@@ -40,33 +38,9 @@ def text(rng, words):
     return " ".join(out)
 
 
-class Server:
-    def __init__(self, sluice, model, flags):
-        self.proc = subprocess.Popen(
-            [sluice, "serve", "--model", model, "--model-id", "m", "--port", "0", "--max-context", "131072"] + flags,
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        deadline = time.time() + 120
-        for line in self.proc.stderr:
-            m = re.search(r"listening on (http://\S+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-            if time.time() > deadline:
-                raise SystemExit("agent_trace: the server did not start")
-        else:
-            raise SystemExit("agent_trace: the server exited: " + " ".join(flags))
-
-    def chat(self, messages, max_tokens):
-        body = {"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-                "reasoning_effort": "none"}
-        req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=3600) as r:
-            return json.load(r)
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
+def chat(server, messages, max_tokens):
+    return server.post("/v1/chat/completions", {"model": "m", "messages": messages, "max_tokens": max_tokens,
+                                                "temperature": 0, "reasoning_effort": "none"})
 
 
 def main():
@@ -86,12 +60,13 @@ def main():
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
-    reuse = Server(args.sluice, args.model, args.extra)
-    cold = Server(args.sluice, args.model, args.extra + ["--no-state-reuse"])
+    flags = ["--max-context", "131072"] + args.extra
+    reuse = Server(args.sluice, args.model, flags, "agent_trace")
+    cold = Server(args.sluice, args.model, flags + ["--no-state-reuse"], "agent_trace")
     try:
         # Words per token of this tokenizer, from a probe (its own request, not in the trace).
         probe = text(random.Random(99), 2000)
-        tokens = cold.chat([{"role": "user", "content": probe}], 1)["usage"]["prompt_tokens"]
+        tokens = chat(cold, [{"role": "user", "content": probe}], 1)["usage"]["prompt_tokens"]
         words_per_token = 2000 / tokens
         step_words = int((args.last - args.first) / max(1, args.requests - 1) * words_per_token)
         system = [{"role": "system", "content": "You are a coding agent.\n" + text(rng, int(args.first * 0.7 * words_per_token))},
@@ -113,12 +88,12 @@ def main():
             for call, out in turns:
                 messages.append({"role": "assistant", "content": call})
                 messages.append({"role": "user", "content": "Tool output:\n" + out})
-            r = reuse.chat(messages, args.max_tokens)
+            r = chat(reuse, messages, args.max_tokens)
             row = {"request": i, "prompt_tokens": r["usage"]["prompt_tokens"],
                    "cached_tokens": r["usage"]["prompt_tokens_details"]["cached_tokens"],
                    "ttft_ms": r["sluice"]["ttft_ms"], "reply": r["choices"][0]["message"]["content"]}
             if i % args.cold_every == 0:
-                c = cold.chat(messages, args.max_tokens)
+                c = chat(cold, messages, args.max_tokens)
                 row["cold_ttft_ms"] = c["sluice"]["ttft_ms"]
                 row["same_reply"] = c["choices"][0]["message"]["content"] == row["reply"]
                 row["ratio"] = row["ttft_ms"] / row["cold_ttft_ms"]

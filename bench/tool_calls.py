@@ -23,42 +23,14 @@ import argparse
 import importlib.metadata
 import json
 import os
-import re
-import subprocess
 import sys
 import time
-import urllib.request
 
 import jsonschema
 
+from serve_util import Server
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Server:
-    def __init__(self, sluice, model, flags):
-        self.proc = subprocess.Popen(
-            [sluice, "serve", "--model", model, "--model-id", "m", "--port", "0"] + flags,
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        deadline = time.time() + 120
-        for line in self.proc.stderr:
-            m = re.search(r"listening on (http://\S+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-            if time.time() > deadline:
-                raise SystemExit("tool_calls: the server did not start")
-        else:
-            raise SystemExit("tool_calls: the server exited")
-
-    def post(self, path, body):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=3600) as r:
-            return json.load(r)
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
 
 
 def validator(schema):
@@ -91,7 +63,7 @@ def main():
     anthropic_tools = [{"name": t["name"], "description": "Calls %s." % t["name"],
                         "input_schema": t["parameters"] or {"type": "object"}} for t in tools]
 
-    server = Server(args.sluice, args.model, extra)
+    server = Server(args.sluice, args.model, extra, "tool_calls")
     rows, calls, invalid, t0 = [], 0, [], time.time()
     counts = {"requests": 0, "with_call": 0, "cut_before_a_call": 0}
     by_choice, by_tool = {}, {}
