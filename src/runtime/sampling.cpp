@@ -2,8 +2,10 @@
 #include "runtime/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <numeric>
+#include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -34,6 +36,47 @@ double Sampler::uniform() {
   return double(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+namespace {
+
+// The ids 0..n-1 ordered by e descending, equal values by ascending id: the order a stable sort by
+// e gives, from an LSD radix sort of the values' bit patterns (non-negative doubles order as their
+// bits; the complement makes it descending), 11 bits a pass, passes whose digit is the same for
+// every value skipped. About 1 ms for a 152k vocabulary, where std::stable_sort took ~15 ms a
+// token (a sampled decode spent longer ordering the vocabulary than in its pass).
+void order_descending(const std::vector<double>& e, std::vector<int32_t>& order, std::vector<int32_t>& spare,
+                      std::vector<uint64_t>& keys, std::vector<uint64_t>& spare_keys) {
+  const size_t n = e.size();
+  order.resize(n);
+  spare.resize(n);
+  keys.resize(n);
+  spare_keys.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, &e[i], sizeof bits);
+    keys[i] = ~bits;
+    order[i] = int32_t(i);
+  }
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t(1) << kBits;
+  std::array<size_t, kBuckets> count;
+  for (int shift = 0; shift < 64; shift += kBits) {
+    count.fill(0);
+    for (size_t i = 0; i < n; ++i) ++count[(keys[i] >> shift) & (kBuckets - 1)];
+    if (n == 0 || count[(keys[0] >> shift) & (kBuckets - 1)] == n) continue;  // one digit for all
+    size_t at = 0;
+    for (size_t& c : count) at += std::exchange(c, at);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t to = count[(keys[i] >> shift) & (kBuckets - 1)]++;
+      spare_keys[to] = keys[i];
+      spare[to] = order[i];
+    }
+    keys.swap(spare_keys);
+    order.swap(spare);
+  }
+}
+
+}  // namespace
+
 void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& probs) const {
   probs.assign(size_t(n), 0.0f);
   if (p_.greedy()) {
@@ -43,12 +86,12 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   // Softmax at temperature in double, then keep the top-k and the top-p nucleus (ties keep the
   // lower id first, so the kept set is deterministic).
   double m = *std::max_element(logits, logits + n);
-  std::vector<double> e(static_cast<size_t>(n));
+  std::vector<double>& e = scratch_.e;
+  e.resize(size_t(n));
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[i]) - m) / p_.temperature);
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return e[size_t(a)] > e[size_t(b)]; });
+  std::vector<int32_t>& order = scratch_.order;
+  order_descending(e, order, scratch_.spare, scratch_.keys, scratch_.spare_keys);
   size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
   double mass = 0, kept_sum = 0;
   size_t k = 0;

@@ -32,6 +32,13 @@ class Sampler {
  private:
   SamplingParams p_;
   uint64_t state_;
+  // distribution()'s working vectors, kept so that a sampled step allocates nothing once warm.
+  struct Scratch {
+    std::vector<double> e;
+    std::vector<int32_t> order, spare;
+    std::vector<uint64_t> keys, spare_keys;
+  };
+  mutable Scratch scratch_;
 };
 
 int32_t argmax(const float* logits, int64_t n);
