@@ -132,6 +132,9 @@ def main():
             rows.append({"request": i, "choice": choice, "temperature": temperature, "offered": len(offered),
                          "parallel": parallel, "calls": len(got), "cut": cut})
             i += 1
+            if i % 50 == 0:
+                print("tool_calls: %d requests, %d calls, %.0f s" % (i, calls, time.time() - t0), file=sys.stderr,
+                      flush=True)
     finally:
         server.close()
     seconds = time.time() - t0
