@@ -154,15 +154,12 @@ void matmul_fp8_vbmi(const Weight& w, const float* x, int64_t ldx, int64_t n, fl
   const float* srow[kRowTile];
   int64_t r = r0;
   if (n == 1) {
-    const int hint = fp8_next_tile_hint();
-    for (; r + kRowTile <= r1; r += kRowTile) {
-      for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
-      switch (hint) {
-        case kFp8PrefetchNta: fp8_tile<kRowTile, 1, kFp8PrefetchNta>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t); break;
-        case kFp8PrefetchT1: fp8_tile<kRowTile, 1, kFp8PrefetchT1>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t); break;
-        default: fp8_tile<kRowTile, 1, kFp8PrefetchNone>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t);
+    avx512::with_prefetch_hint(fp8_next_tile_hint(), [&](auto hint) {
+      for (; r + kRowTile <= r1; r += kRowTile) {
+        for (int k = 0; k < kRowTile; ++k) srow[k] = scale_row(r + k);
+        fp8_tile<kRowTile, 1, decltype(hint)::value>(W + r * w.cols, srow, w.cols, xp, ld, y + r, ldy, t);
       }
-    }
+    });
   } else {
     for (; r + kRowTile2 <= r1; r += kRowTile2) {
       for (int k = 0; k < kRowTile2; ++k) srow[k] = scale_row(r + k);

@@ -17,6 +17,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/kernels.h"
 
@@ -28,6 +29,17 @@ template <int Hint>
 inline void prefetch_next(const uint8_t* p) {
   if constexpr (Hint == kFp8PrefetchNta) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA);
   else if constexpr (Hint == kFp8PrefetchT1) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+}
+
+// Calls f(std::integral_constant<int, H>) with H the Fp8Prefetch value of `hint`, so that the
+// code inside is compiled once per hint and chooses none at run time.
+template <class F>
+inline void with_prefetch_hint(int hint, F&& f) {
+  switch (hint) {
+    case kFp8PrefetchNta: return f(std::integral_constant<int, kFp8PrefetchNta>{});
+    case kFp8PrefetchT1: return f(std::integral_constant<int, kFp8PrefetchT1>{});
+    default: return f(std::integral_constant<int, kFp8PrefetchNone>{});
+  }
 }
 
 inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
