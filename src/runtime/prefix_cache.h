@@ -51,10 +51,9 @@ class PrefixCache {
   // the same tokens). Returns the prefix's length; 0 leaves st reset. `split` (a target that
   // cannot cut back): set to the longest prefix of the prompt that any sequence known here shares
   // with it when that is at least 64 tokens longer than what was restored (else 0): the caller
-  // keeps a part there
-  // (GenerateOptions::snapshot_at), so that the next prompt sharing as much resumes from it (four
-  // conversations with one system prompt: the third and fourth resume where the second left the
-  // first).
+  // keeps a part there (GenerateOptions::snapshot_at), so that the next prompt sharing as much
+  // resumes from it (four conversations with one system prompt: the third and fourth resume where
+  // the second left the first).
   size_t restore(const model::Target& m, model::State& st, std::span<const int32_t> tape, size_t tape_prompt,
                  std::span<const int32_t> prompt, size_t* split = nullptr);
   // st holds exactly tokens[0, st.length()): keeps its recurrent part (targets that can truncate

@@ -183,6 +183,7 @@ struct GuardedServer::Connection {
   bool closing = false;    // answered and shut for writing: lingers until the client closes (kLinger)
   Clock::time_point started{}, deadline{};
 
+  std::string peer() const { return client + ":" + port; }  // for the log
   // A request begins (its first byte came, or the connection is new): its headers are due.
   void begin_request(Clock::time_point now, const ConnectionLimits& l) {
     in_request = true;
@@ -215,20 +216,13 @@ struct GuardedServer::Connection {
 // response.
 class GuardedServer::ConnectionStream final : public httplib::Stream {
  public:
-  ConnectionStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
+  // One request that began at `started` with `bytes` already read: its line and headers are due by
+  // `header_deadline`.
+  ConnectionStream(int fd, const ConnectionLimits& limits, std::string bytes, Clock::time_point started,
+                   Clock::time_point header_deadline)
+      : fd_(fd), limits_(limits), buffer_(std::move(bytes)), started_(started), header_deadline_(header_deadline) {}
   size_t body_counted = 0;  // this request's bytes in GuardedServer::body_bytes_
 
-  // A request starts with `bytes` already read: its line and headers are due by `header_deadline`.
-  void begin_request(std::string bytes, Clock::time_point started, Clock::time_point header_deadline) {
-    buffer_ = std::move(bytes);
-    at_ = 0;
-    started_ = started;
-    header_deadline_ = header_deadline;
-    in_headers_ = true;
-    in_body_ = false;
-    deadline_missed_ = body_deadline_missed_ = false;
-    written_ = 0;
-  }
   // What was read but not parsed (the start of a pipelined request).
   std::string take_unread() { return at_ == 0 ? std::move(buffer_) : buffer_.substr(at_); }
   // The body of `bytes` is read next: due within the body timeout plus its length at the rate floor.
@@ -324,7 +318,7 @@ class GuardedServer::ConnectionStream final : public httplib::Stream {
   std::string buffer_;
   size_t at_ = 0;
   Clock::time_point started_{}, header_deadline_{}, body_deadline_{};
-  bool in_headers_ = false, deadline_missed_ = false, in_body_ = false, body_deadline_missed_ = false;
+  bool in_headers_ = true, deadline_missed_ = false, in_body_ = false, body_deadline_missed_ = false;
   size_t written_ = 0;
 };
 
@@ -385,15 +379,15 @@ class GuardedServer::EventLoop {
         std::fprintf(stderr, "sluice serve: epoll_wait: %s\n", std::strerror(errno));
         break;
       }
-      bool stop = false;
+      bool stopping = false;
       for (int i = 0; i < n; ++i) {
         if (events[i].data.ptr == nullptr) {
-          stop = take_inbox() || stop;
+          stopping = take_inbox() || stopping;
         } else {
           on_readable(static_cast<Connection*>(events[i].data.ptr));
         }
       }
-      if (stop) break;
+      if (stopping) break;
       const Clock::time_point now = Clock::now();
       if (now - last_sweep >= kSweepEvery) {
         sweep(now);
@@ -485,7 +479,7 @@ class GuardedServer::EventLoop {
     // Owned by the job once it runs (a std::function must be copyable: no unique_ptr in it).
     auto shared = std::make_shared<std::unique_ptr<Connection>>(std::move(owned));
     if (!workers_.run([server = &server_, shared] { server->worker(std::move(*shared)); })) {
-      refuse(c->fd, c->client + ":" + c->port, "server_busy",
+      refuse(c->fd, c->peer(), "server_busy",
              "The server is reading or answering " + std::to_string(server_.limits_.max_requests) +
                  " requests, its limit (--max-requests). Retry later.",
              " (request refused: --max-requests)");
@@ -632,7 +626,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   auto c = std::make_unique<Connection>();
   c->fd = sock;
   std::tie(c->client, c->port) = peer_of(sock);
-  const std::string peer = c->client + ":" + c->port;
+  const std::string peer = c->peer();
   if (open_.fetch_add(1) >= limits_.max_connections) {
     --open_;
     refuse(sock, peer, "too_many_connections",
@@ -675,8 +669,8 @@ void GuardedServer::close_connection(Connection& c) {
 }
 
 bool GuardedServer::serve_request(Connection& c, bool on_event_thread) {
-  ConnectionStream stream(c.fd, on_event_thread ? event_thread_limits_ : limits_);
-  stream.begin_request(std::move(c.in), c.started, c.deadline);
+  ConnectionStream stream(c.fd, on_event_thread ? event_thread_limits_ : limits_, std::move(c.in), c.started,
+                          c.deadline);
   current_ = &stream;
   current_server_ = this;
   bool connection_closed = false;
@@ -686,7 +680,7 @@ bool GuardedServer::serve_request(Connection& c, bool on_event_thread) {
     // httplib gives up silently on a request line that never completed; say why.
     static const std::string reply = "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     stream.write(reply.data(), reply.size());
-    log_request(c.client + ":" + c.port, "-", 408, stream.written(), ms_since(stream.started()),
+    log_request(c.peer(), "-", 408, stream.written(), ms_since(stream.started()),
                 " (request headers not received in time)");
   }
   current_ = nullptr;

@@ -91,8 +91,8 @@ class GuardedServer : public httplib::Server {
   void close_connection(Connection& c);
   void worker(std::unique_ptr<Connection> c);
 
-  // The connection this thread serves (null on the accept thread); set on the accept thread while
-  // it refuses a connection inline (see ConnectionQueue::enqueue).
+  // The request this thread is serving (a worker's, or the event thread's /health or late request);
+  // null between requests and on the accept thread.
   static thread_local ConnectionStream* current_;
   static thread_local GuardedServer* current_server_;
 

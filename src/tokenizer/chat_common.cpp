@@ -106,7 +106,6 @@ const ChatJson& call_function(const ChatJson& call) {
   return call.is_object() && call.contains("function") && call["function"].is_object() ? call["function"] : call;
 }
 
-
 size_t code_points(std::string_view s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
