@@ -1,12 +1,16 @@
 """A `sluice serve` started for a benchmark (bench/agent_trace.py, bench/tool_calls.py): on a free
 loopback port, with the model id "m", stopped by close()."""
-import collections
 import json
 import re
 import subprocess
 import threading
 import time
 import urllib.request
+
+
+def drain(stream):
+    for _ in stream:
+        pass
 
 
 class Server:
@@ -25,9 +29,7 @@ class Server:
             raise SystemExit(who + ": the server exited: " + " ".join(flags))
         # Keep reading its log (one line per request): a pipe nobody reads fills after ~64 KB and
         # the server's next log line blocks it (a 500-call run hung that way after ~600 requests).
-        self.log_tail = collections.deque(maxlen=50)
-        self.reader = threading.Thread(target=lambda: self.log_tail.extend(self.proc.stderr), daemon=True)
-        self.reader.start()
+        threading.Thread(target=drain, args=(self.proc.stderr,), daemon=True).start()
 
     def post(self, path, body):
         req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
