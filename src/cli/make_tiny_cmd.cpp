@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress_line.h"
 #include "core/error.h"
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 #include "model/tiny_checkpoint.h"
 
 namespace sluice::cli {
@@ -22,20 +22,24 @@ void show_progress(int64_t done, int64_t total) {
 }  // namespace
 
 Action register_make_tiny(CLI::App& app) {
-  auto s = std::make_shared<model::TinySpec>();
-  auto arch = std::make_shared<std::string>("kimi_k3");
+  // Every architecture's fields in one spec, with the command's defaults (a K3 of 9 layers).
+  auto s = std::make_shared<model::TinyMoeSpec>();
   auto out = std::make_shared<std::string>();
   auto mla = std::make_shared<std::string>("4,8,9");
   auto ds = std::make_shared<model::TinyDSparkSpec>();
   auto dspark = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>();
   auto dspark_ids = std::make_shared<std::string>();
-  auto moe = std::make_shared<model::TinyMoeSpec>();
+  s->arch = "kimi_k3";
+  const std::vector<std::string> types = model::tiny_model_types();
+  std::string type_list;
+  for (const std::string& t : types) type_list += (type_list.empty() ? "" : ", ") + t;
   CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
-  sub->add_option("--arch", *arch,
-                  "kimi_k3, kimi_linear, qwen3_moe, gpt_oss (MXFP4 experts), deepseek_v3 or kimi_k2 (BF16, FP8 with "
-                  "--fp8, or INT4 routed experts with --int4)")
-      ->check(CLI::IsMember({"kimi_k3", "kimi_linear", "qwen3_moe", "gpt_oss", "deepseek_v3", "kimi_k2"}));
+  sub->add_option("--arch", s->arch,
+                  "config.json's model_type: " + type_list +
+                      " (deepseek_v3 and kimi_k2: BF16, FP8 with --fp8, or INT4 routed experts with --int4)")
+      ->check(CLI::IsMember(types))
+      ->default_val("kimi_k3");
   sub->add_option("--out", *out, "Output directory of the target checkpoint");
   sub->add_option("--seed", s->seed, "Random seed")->default_val(1);
   sub->add_option("--vocab", s->vocab, "Vocabulary size")->default_val(512);
@@ -62,16 +66,16 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--block", s->block, "K3 attn_res_block_size")->default_val(3);
   sub->add_option("--routed-scaling", s->routed_scaling, "routed_scaling_factor")->default_val(1.0);
   sub->add_option("--shards", s->shards, "Number of safetensors shards")->default_val(2);
-  sub->add_option("--kv-heads", moe->kv_heads, "qwen3_moe/gpt_oss: key-value heads")->default_val(2);
-  sub->add_option("--head-dim", moe->head_dim, "qwen3_moe/gpt_oss: head width")->default_val(16);
-  sub->add_option("--window", moe->window, "gpt_oss: sliding_window of the even layers")->default_val(8);
-  sub->add_option("--sparse-step", moe->sparse_step, "qwen3_moe: decoder_sparse_step")->default_val(1);
-  sub->add_option("--rope-theta", moe->rope_theta, "qwen3_moe/gpt_oss/deepseek: rope_theta")->default_val(10000.0);
-  sub->add_flag("--fp8", moe->fp8, "deepseek_v3/kimi_k2: FP8 e4m3 weights with 128x128 block scales, as released");
-  sub->add_flag("--int4", moe->int4,
+  sub->add_option("--kv-heads", s->kv_heads, "qwen3_moe/gpt_oss: key-value heads")->default_val(2);
+  sub->add_option("--head-dim", s->head_dim, "qwen3_moe/gpt_oss: head width")->default_val(16);
+  sub->add_option("--window", s->window, "gpt_oss: sliding_window of the even layers")->default_val(8);
+  sub->add_option("--sparse-step", s->sparse_step, "qwen3_moe: decoder_sparse_step")->default_val(1);
+  sub->add_option("--rope-theta", s->rope_theta, "qwen3_moe/gpt_oss/deepseek: rope_theta")->default_val(10000.0);
+  sub->add_flag("--fp8", s->fp8, "deepseek_v3/kimi_k2: FP8 e4m3 weights with 128x128 block scales, as released");
+  sub->add_flag("--int4", s->int4,
                 "deepseek_v3/kimi_k2: routed experts in compressed-tensors pack-quantized INT4 (group 32, BF16 scales), "
                 "the rest BF16, as Kimi-K2-Thinking is released");
-  sub->add_flag("!--no-norm-topk", moe->norm_topk, "qwen3_moe/deepseek: norm_topk_prob false");
+  sub->add_flag("!--no-norm-topk", s->norm_topk, "qwen3_moe/deepseek: norm_topk_prob false");
   sub->add_option("--dspark", *dspark,
                   "Also write a random K3 DSpark drafter (config.json + model.safetensors) for the target into this directory");
   sub->add_option("--target", *target,
@@ -84,52 +88,21 @@ Action register_make_tiny(CLI::App& app) {
   sub->add_option("--dspark-draft-tokens", ds->draft_tokens, "Query rows per block (num_draft_tokens)")
       ->default_val(7)->check(CLI::Range(1, 16));
   sub->add_option("--dspark-markov-rank", ds->markov_rank, "Markov head rank")->default_val(16)->check(CLI::Range(1, 4096));
-  return [s, arch, out, mla, ds, dspark, target, dspark_ids, moe] {
+  return [s, out, mla, ds, dspark, target, dspark_ids] {
     if (out->empty() == target->empty())
       fail("make-tiny: give --out DIR (write a target) or, with --dspark, --target DIR (an existing target)");
     if (!target->empty() && dspark->empty()) fail("make-tiny: --target only makes sense with --dspark");
     std::string target_dir = *target;
-    if (!out->empty() && *arch != "kimi_k3" && *arch != "kimi_linear") {
-      if (!dspark->empty()) fail("make-tiny: --dspark drafts for Kimi K3 targets only");
-      if ((moe->fp8 || moe->int4) && *arch != "deepseek_v3" && *arch != "kimi_k2")
-        fail("make-tiny: --fp8 and --int4 are for deepseek_v3 and kimi_k2");
-      if (moe->fp8 && moe->int4) fail("make-tiny: --fp8 and --int4 exclude each other");
-      model::TinyMoeSpec& m = *moe;
-      m.arch = *arch;
-      m.seed = s->seed;
-      m.vocab = s->vocab;
-      m.hidden = s->hidden;
-      m.layers = s->layers;
-      m.heads = s->heads;
-      m.q_lora = s->q_lora;
-      m.kv_lora = s->kv_lora;
-      m.nope = s->nope;
-      m.rope = s->rope;
-      m.v_dim = s->v_dim;
-      m.dense_layers = s->dense_layers;
-      m.dense_inter = s->dense_inter;
-      m.experts = s->experts;
-      m.top_k = s->top_k;
-      m.shared = s->shared;
-      m.moe_inter = s->moe_inter;
-      m.expert_groups = s->expert_groups;
-      m.topk_groups = s->topk_groups;
-      m.routed_scaling = s->routed_scaling;
-      m.shards = s->shards;
-      model::write_tiny_moe_checkpoint(m, *out, show_progress);
-      std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
-      return 0;
-    }
     if (!out->empty()) {
-      s->arch = *arch == "kimi_k3" ? format::KimiArch::KimiK3 : format::KimiArch::KimiLinear;
+      if (!dspark->empty() && !model::dspark_fits(s->arch)) fail("make-tiny: --dspark drafts for Kimi K3 targets only");
       s->mla_layers = parse_int_list(*mla, "--mla-layers", 1, /*allow_empty=*/true);
-      model::write_tiny_checkpoint(*s, *out, show_progress);
-      std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", arch->c_str(), out->c_str());
+      model::write_tiny_moe_checkpoint(*s, *out, show_progress);
+      std::fprintf(stderr, "make-tiny: wrote %s checkpoint to %s\n", s->arch.c_str(), out->c_str());
       target_dir = *out;
     }
     if (!dspark->empty()) {
       if (!dspark_ids->empty()) ds->target_layer_ids = parse_int_list(*dspark_ids, "--dspark-layer-ids", 0);
-      model::write_tiny_dspark(*ds, format::load_kimi_config(target_dir), *dspark);
+      model::write_tiny_dspark(*ds, model::load_kimi_config(target_dir), *dspark);
       std::fprintf(stderr, "make-tiny: wrote a DSpark drafter for %s to %s\n", target_dir.c_str(), dspark->c_str());
     }
     return 0;

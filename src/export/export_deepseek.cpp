@@ -12,14 +12,14 @@
 #include "export/export_arch.h"
 #include "export/export_common.h"
 #include "export/gguf_tensors.h"
-#include "format/deepseek_config.h"
+#include "model/arch/deepseek_config.h"
 #include "format/json_util.h"
 #include "model/arch/deepseek.h"
 
 namespace sluice::gguf {
 namespace {
 
-using format::DeepSeekConfig;
+using model::DeepSeekConfig;
 using format::WeightQuant;
 
 void check_expressible(const DeepSeekConfig& c, const std::string& arch, const ExportOptions& opt) {
@@ -43,7 +43,7 @@ void check_expressible(const DeepSeekConfig& c, const std::string& arch, const E
 
 ExportSummary export_deepseek2(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
   const std::string arch = "deepseek2", a = arch + ".";
-  const DeepSeekConfig c = format::load_deepseek_config(model_dir);
+  const DeepSeekConfig c = model::load_deepseek_config(model_dir);
   check_expressible(c, arch, opt);
   const nlohmann::json root = format::read_json_file(model_dir + "/config.json");
 

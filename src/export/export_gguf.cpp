@@ -13,6 +13,27 @@ namespace sluice::gguf {
 
 namespace {
 
+// One line per llama.cpp architecture mapping (export_arch.h): the model_types it takes.
+using Exporter = ExportSummary (*)(const std::string& dir, const nlohmann::json& root, const std::string& out,
+                                   const ExportOptions& opt);
+template <ExportSummary (*F)(const std::string&, const std::string&, const ExportOptions&)>
+ExportSummary reads_its_own_config(const std::string& dir, const nlohmann::json&, const std::string& out,
+                                   const ExportOptions& opt) {
+  return F(dir, out, opt);
+}
+struct Mapping {
+  const char* model_type;
+  Exporter run;
+};
+constexpr Mapping kMappings[] = {
+    {"kimi_k3", export_kimi},
+    {"kimi_linear", export_kimi},
+    {"deepseek_v3", reads_its_own_config<export_deepseek2>},
+    {"kimi_k2", reads_its_own_config<export_deepseek2>},
+    {"qwen3_moe", reads_its_own_config<export_qwen3moe>},
+    {"gpt_oss", reads_its_own_config<export_gpt_oss>},
+};
+
 ExportSummary dispatch(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
   namespace fs = std::filesystem;
   SLUICE_CHECK(fs::is_directory(model_dir), model_dir, ": not a model directory");
@@ -22,12 +43,12 @@ ExportSummary dispatch(const std::string& model_dir, const std::string& out, con
   const std::string model_type = root.is_object() && root.contains("model_type") && root["model_type"].is_string()
                                      ? root["model_type"].get<std::string>()
                                      : std::string("(none)");
-  if (model_type == "kimi_k3" || model_type == "kimi_linear") return export_kimi(model_dir, root, out, opt);
-  if (model_type == "deepseek_v3" || model_type == "kimi_k2") return export_deepseek2(model_dir, out, opt);
-  if (model_type == "qwen3_moe") return export_qwen3moe(model_dir, out, opt);
-  if (model_type == "gpt_oss") return export_gpt_oss(model_dir, out, opt);
-  fail(config_path, ": model_type '", model_type,
-       "' cannot be exported to GGUF (supported: kimi_k3, kimi_linear, deepseek_v3, kimi_k2, qwen3_moe, gpt_oss)");
+  std::string supported;
+  for (const Mapping& m : kMappings) {
+    if (model_type == m.model_type) return m.run(model_dir, root, out, opt);
+    supported += std::string(supported.empty() ? "" : ", ") + m.model_type;
+  }
+  fail(config_path, ": model_type '", model_type, "' cannot be exported to GGUF (supported: ", supported, ")");
 }
 
 }  // namespace

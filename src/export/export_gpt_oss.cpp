@@ -11,14 +11,14 @@
 #include "export/export_arch.h"
 #include "export/export_common.h"
 #include "export/gguf_tensors.h"
-#include "format/gpt_oss_config.h"
+#include "model/arch/gpt_oss_config.h"
 #include "format/json_util.h"
 #include "model/arch/gpt_oss.h"
 
 namespace sluice::gguf {
 namespace {
 
-using format::GptOssConfig;
+using model::GptOssConfig;
 
 void check_expressible(const GptOssConfig& c, const std::string& arch) {
   if (c.swiglu_alpha != 1.702f || c.swiglu_limit != 7.0f)
@@ -34,7 +34,7 @@ void check_expressible(const GptOssConfig& c, const std::string& arch) {
 
 ExportSummary export_gpt_oss(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
   const std::string arch = "gpt-oss", a = arch + ".";
-  const GptOssConfig c = format::load_gpt_oss_config(model_dir);
+  const GptOssConfig c = model::load_gpt_oss_config(model_dir);
   check_expressible(c, arch);
   const nlohmann::json root = format::read_json_file(model_dir + "/config.json");
 

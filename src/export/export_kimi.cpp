@@ -16,7 +16,7 @@
 #include "export/gguf_tensors.h"
 #include "export/gguf_writer.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 #include "format/safetensors.h"
 #include "model/arch/kimi.h"
 #include "tokenizer/tokenizer.h"
@@ -24,10 +24,10 @@
 namespace sluice::gguf {
 namespace {
 
-using format::AttnKind;
-using format::KimiArch;
-using format::KimiConfig;
-using format::MlpKind;
+using model::AttnKind;
+using model::KimiArch;
+using model::KimiConfig;
+using model::MlpKind;
 using kernels::WeightType;
 
 // What llama.cpp's graph for the architecture cannot express: refused by name.
@@ -41,14 +41,14 @@ void check_expressible(const KimiConfig& c, const std::string& arch) {
   if (c.num_experts > 1024) refuse(cat(c.num_experts, " experts per layer (at most 1024)"));
   if (c.num_layers > 512) refuse(cat(c.num_layers, " layers (at most 512)"));
   if (c.arch == KimiArch::KimiK3) {
-    if (c.activation != format::Activation::SiTU) refuse("a SiLU MLP (its K3 graph always uses SiTU)");
+    if (c.activation != model::Activation::SiTU) refuse("a SiLU MLP (its K3 graph always uses SiTU)");
     if (!c.kda_full_rank_gate) refuse("a low-rank KDA output gate (g_a_proj/g_b_proj; its K3 graph reads ssm_g only)");
   } else {
     if (c.q_lora_rank > 0) refuse(cat("q_lora_rank ", c.q_lora_rank, " (its kimi-linear graph uses a plain q_proj)"));
     if (c.mla_output_gate) refuse("the MLA output gate (mla_use_output_gate)");
     if (c.kda_full_rank_gate) refuse("a full-rank KDA output gate (use_full_rank_gate)");
     if (c.gate_lower_bound) refuse("the KDA gate_lower_bound");
-    if (c.activation != format::Activation::SiLU) refuse("the SiTU activation");
+    if (c.activation != model::Activation::SiLU) refuse("the SiTU activation");
     if (c.attn_res_block_size > 0) refuse("Block AttnRes (attn_res_block_size)");
     if (c.routed_expert_hidden_size > 0) refuse("latent MoE (routed_expert_hidden_size)");
     if (!c.renormalize) refuse("moe_renormalize false (its graph always renormalises)");
@@ -61,7 +61,7 @@ void check_expressible(const KimiConfig& c, const std::string& arch) {
 
 ExportSummary export_kimi(const std::string& model_dir, const nlohmann::json& root, const std::string& out,
                           const ExportOptions& opt) {
-  const KimiConfig c = format::load_kimi_config(model_dir);
+  const KimiConfig c = model::load_kimi_config(model_dir);
   const bool k3 = c.arch == KimiArch::KimiK3;
   const std::string arch = k3 ? "kimi-k3" : "kimi-linear";
   check_expressible(c, arch);

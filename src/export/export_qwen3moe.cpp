@@ -10,13 +10,13 @@
 #include "export/export_common.h"
 #include "export/gguf_tensors.h"
 #include "format/json_util.h"
-#include "format/qwen3_config.h"
+#include "model/arch/qwen3_config.h"
 #include "model/arch/qwen3.h"
 
 namespace sluice::gguf {
 namespace {
 
-using format::Qwen3Config;
+using model::Qwen3Config;
 
 void check_expressible(const Qwen3Config& c, const std::string& arch, const ExportOptions& opt) {
   if (c.quant == format::WeightQuant::Fp8Block && !opt.widen_to_f32)
@@ -35,7 +35,7 @@ void check_expressible(const Qwen3Config& c, const std::string& arch, const Expo
 
 ExportSummary export_qwen3moe(const std::string& model_dir, const std::string& out, const ExportOptions& opt) {
   const std::string arch = "qwen3moe", a = arch + ".";
-  const Qwen3Config c = format::load_qwen3_config(model_dir);
+  const Qwen3Config c = model::load_qwen3_config(model_dir);
   check_expressible(c, arch, opt);
   const nlohmann::json root = format::read_json_file(model_dir + "/config.json");
 

@@ -99,13 +99,9 @@ void CacheModel::forward(State& state, std::span<const int32_t> tokens, const Pa
     attention(st, li, base, table, opt, normed, out);
     d.add(h, out);
     if (cancel_requested(opt)) throw Cancelled();
-    // Guesses at the routes of the next layer (and, while the drives would otherwise idle, of
-    // the ones after it) from this layer's MLP input.
-    const int ahead = experts_ ? experts_->lookahead() : 0;
-    for (int k = 1; k <= ahead; ++k)
-      if (l + k < L && bank_.is_moe(int(l + k))) predict(li + size_t(k), h, k);
+    mlps_.predict_ahead(d, experts_, li, h);
     d.rmsnorm(h, dc.post_norm[li], dc.eps, normed);
-    mlp(li, normed, out);
+    mlps_.forward(d, experts_, li, normed, out, &counters_);
     d.add(h, out);
     if (captured > 0 && capture_slot_[li] >= 0) d.copy(cap.cols_view(capture_slot_[li] * H, H), h);
   }

@@ -7,7 +7,8 @@
 //    bytes are its length and each cache's rows below it;
 //  - the pass: h = embed(tokens); per layer h += attention(norm₁(h)), h += mlp(norm₂(h)) (the
 //    next MoE layer's experts predicted from norm₂'s input first); logits = lm_head(norm(h)). An
-//    architecture supplies its attention and MLP blocks and the weights around them;
+//    architecture supplies its attention block, its layers' MLPs (MlpStack) and the weights around
+//    them;
 //  - the routed experts' bank and provider plumbing.
 #pragma once
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "format/rope_params.h"
 #include "format/safetensors.h"
+#include "model/blocks/moe.h"
 #include "model/target.h"
 #include "model/tensor_list.h"
 #include "store/expert_bank.h"
@@ -94,11 +96,6 @@ class CacheModel : public Target {
   // writing its caches in st; rope is the pass's [T, rope_dim] cos/sin table.
   virtual void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope,
                          const PassOptions& opt, const kernels::Buf& x, kernels::Buf out) = 0;
-  // Layer `layer`'s dense MLP or MoE of x into out.
-  virtual void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) = 0;
-  // Called before layer `layer - distance`'s MLP when the provider's lookahead() reaches
-  // `distance` and `layer` is a MoE layer: m_in is the residual stream entering that MLP.
-  virtual void predict(size_t /*layer*/, const kernels::Buf& /*m_in*/, int /*distance*/) {}
 
   CacheModel();
   // Checks the state's kind, reserves room for T more rows and starts a pass at its length (the
@@ -130,6 +127,21 @@ class CacheModel : public Target {
     dc.rope.f64_angles = false;
     dc.rope_dim = rope_dim;
   }
+  // Every layer's MLP (mlps_): layer l's `moe` where is_moe(l), else its dense MLP (the member
+  // `dense`, SiLU; null: the model has none), each after its `post_norm`.
+  template <class LayerWeights, class IsMoe>
+  void set_mlps(const std::vector<LayerWeights>& layers, IsMoe is_moe, const MlpWeights LayerWeights::*dense,
+                const MoeSpec& moe, float eps) {
+    mlps_.moe = moe;
+    mlps_.dense_act = {.kind = kernels::ActKind::SiLU};
+    mlps_.eps = eps;
+    mlps_.host.reserve(moe.router.experts, 64 * moe.router.top_k);
+    mlps_.layers.clear();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const LayerWeights& lw = layers[l];
+      mlps_.layers.push_back({is_moe(l) ? &lw.moe : nullptr, dense ? &(lw.*dense) : nullptr, &lw.post_norm});
+    }
+  }
   // Serves the bank's experts from the mapped checkpoint (on dev_) unless `resident` is false; the
   // provider defaults to them.
   void open_experts(const format::TensorSet& ts, bool resident);
@@ -139,6 +151,7 @@ class CacheModel : public Target {
   TargetInfo info_;
   kernels::Device* dev_ = nullptr;
   Decoder decoder_;
+  MlpStack mlps_;  // every layer's MLP or MoE (filled by the architecture's loader)
   std::vector<CacheWidths> cache_widths_;  // per layer
   store::ExpertBank bank_;
   std::unique_ptr<store::ResidentExperts> resident_;

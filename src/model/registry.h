@@ -1,6 +1,9 @@
 // The architectures sluice runs, found by config.json's model_type: one entry per file set in
-// src/model/arch/. Front ends and the engine load a Target through here; store/ and fetch/ get the
-// expert-bank description of a checkpoint through here (they never parse a model config).
+// src/model/arch/, carrying every hook the layers below the front ends need (loader, expert bank,
+// tensor roster, make-tiny's config writer); `sluice info` and make-tiny (its --arch list and
+// writer) read this table (docs/HOWTO-add-architecture.md). Front ends and the
+// engine load a Target through here; store/ and fetch/ get the expert-bank description of a
+// checkpoint through here (they never parse a model config).
 #pragma once
 #include <memory>
 #include <string>
@@ -12,6 +15,9 @@
 #include "store/expert_bank.h"
 
 namespace sluice::model {
+
+struct TinyMoeSpec;
+struct TinyConfig;
 
 struct LoadOptions {
   std::string dir;                      // config.json + safetensors
@@ -30,6 +36,10 @@ struct Architecture {
   // Every tensor of a checkpoint of that config, in the order make-tiny writes them (the tensor
   // list with the bank's expert tensors expanded).
   std::vector<TensorSpec> (*roster)(const std::string& config_text, const std::string& where);
+  // make-tiny: the config.json of a small random checkpoint of spec.arch (one of model_types),
+  // whose roster make-tiny then writes (model/tiny_checkpoint.h). Null: make-tiny does not write
+  // this architecture.
+  TinyConfig (*tiny)(const TinyMoeSpec& spec) = nullptr;
 };
 
 // The registry entry's expert_bank and roster from an architecture's config parser, tensor list and

@@ -12,8 +12,8 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "format/dspark_config.h"
-#include "format/qwen3_config.h"
+#include "model/arch/dspark_config.h"
+#include "model/arch/qwen3_config.h"
 #include "format/safetensors.h"
 #include "model/arch/dspark.h"
 #include "model/arch/kimi.h"
@@ -45,8 +45,6 @@ struct Rng {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
 };
-
-json layer_list(const std::vector<int64_t>& v) { return json(v); }
 
 void put(std::byte* out, DType dt, int64_t i, double v) {
   if (dt == DType::F32) {
@@ -168,128 +166,6 @@ std::vector<std::byte> fill(const TensorSpec& t, Rng& rng) {
 
 }  // namespace
 
-std::string tiny_config_json(const TinySpec& s) {
-  std::vector<int64_t> kda_layers;
-  for (int64_t l = 1; l <= s.layers; ++l)
-    if (std::find(s.mla_layers.begin(), s.mla_layers.end(), l) == s.mla_layers.end()) kda_layers.push_back(l);
-  const int64_t bos = s.vocab - 4, eos = s.vocab - 3, pad = s.vocab - 1;
-  json j;
-  if (s.arch == format::KimiArch::KimiK3) {
-    json tc = {
-        {"model_type", "kimi_linear"},
-        {"dtype", "bfloat16"},
-        {"vocab_size", s.vocab},
-        {"hidden_size", s.hidden},
-        {"num_hidden_layers", s.layers},
-        {"max_position_embeddings", 1048576},
-        {"rms_norm_eps", 1e-5},
-        {"hidden_act", "situ"},
-        {"activation_situ_beta", 4.0},
-        {"activation_situ_linear_beta", 25.0},
-        {"intermediate_size", s.dense_inter},
-        {"first_k_dense_replace", s.dense_layers},
-        {"moe_layer_freq", 1},
-        {"num_experts", s.experts},
-        {"num_experts_per_token", s.top_k},
-        {"num_shared_experts", s.shared},
-        {"moe_intermediate_size", s.moe_inter},
-        {"routed_expert_hidden_size", s.latent},
-        {"latent_moe_use_norm", true},
-        {"moe_router_activation_func", "sigmoid"},
-        {"topk_method", "noaux_tc"},
-        {"moe_renormalize", true},
-        {"routed_scaling_factor", s.routed_scaling},
-        {"use_grouped_topk", true},
-        {"num_expert_group", s.expert_groups},
-        {"topk_group", s.topk_groups},
-        {"num_attention_heads", s.heads},
-        {"num_key_value_heads", s.heads},
-        {"q_lora_rank", s.q_lora},
-        {"kv_lora_rank", s.kv_lora},
-        {"qk_nope_head_dim", s.nope},
-        {"qk_rope_head_dim", s.rope},
-        {"v_head_dim", s.v_dim},
-        {"mla_use_nope", true},
-        {"mla_use_output_gate", true},
-        {"attn_res_block_size", s.block},
-        {"num_nextn_predict_layers", 0},
-        {"use_cache", true},
-        {"tie_word_embeddings", false},
-        {"bos_token_id", bos},
-        {"eos_token_id", eos},
-        {"pad_token_id", pad},
-        {"linear_attn_config",
-         {{"num_heads", s.kda_heads},
-          {"head_dim", s.kda_head_dim},
-          {"short_conv_kernel_size", s.conv_kernel},
-          {"use_full_rank_gate", true},
-          {"gate_lower_bound", -5.0},
-          {"kda_layers", layer_list(kda_layers)},
-          {"full_attn_layers", layer_list(s.mla_layers)}}},
-        {"quantization_config",
-         {{"format", "mxfp4-pack-quantized"},
-          {"quant_method", "compressed-tensors"},
-          {"quantization_status", "compressed"},
-          {"config_groups",
-           {{"group_0",
-             {{"format", "mxfp4-pack-quantized"},
-              {"targets", json::array({"Linear"})},
-              {"weights",
-               {{"group_size", 32},
-                {"num_bits", 4},
-                {"dynamic", false},
-                {"symmetric", true},
-                {"observer", "minmax"},
-                {"scale_dtype", "torch.uint8"},
-                {"strategy", "group"},
-                {"type", "float"}}}}}}}}}};
-    j = {{"model_type", "kimi_k3"},   {"architectures", json::array({"KimiK3ForConditionalGeneration"})},
-         {"dtype", "bfloat16"},       {"tie_word_embeddings", false},
-         {"bos_token_id", bos},       {"eos_token_id", eos},
-         {"pad_token_id", pad},       {"text_config", tc}};
-  } else {
-    std::vector<std::string> layer_types, mlp_types;
-    for (int64_t l = 1; l <= s.layers; ++l) {
-      bool mla = std::find(s.mla_layers.begin(), s.mla_layers.end(), l) != s.mla_layers.end();
-      layer_types.push_back(mla ? "full_attention" : "linear_attention");
-      mlp_types.push_back(l <= s.dense_layers ? "dense" : "sparse");
-    }
-    j = {{"model_type", "kimi_linear"},
-         {"architectures", json::array({"KimiLinearForCausalLM"})},
-         {"dtype", "bfloat16"},
-         {"vocab_size", s.vocab},
-         {"hidden_size", s.hidden},
-         {"num_hidden_layers", s.layers},
-         {"rms_norm_eps", 1e-5},
-         {"hidden_act", "silu"},
-         {"intermediate_size", s.dense_inter},
-         {"moe_intermediate_size", s.moe_inter},
-         {"num_experts", s.experts},
-         {"num_experts_per_token", s.top_k},
-         {"num_shared_experts", s.shared},
-         {"moe_renormalize", true},
-         {"routed_scaling_factor", s.routed_scaling},
-         {"num_expert_group", s.expert_groups},
-         {"topk_group", s.topk_groups},
-         {"num_attention_heads", s.heads},
-         {"num_key_value_heads", s.heads},
-         {"q_lora_rank", s.q_lora > 0 ? json(s.q_lora) : json(nullptr)},
-         {"kv_lora_rank", s.kv_lora},
-         {"qk_nope_head_dim", s.nope},
-         {"qk_rope_head_dim", s.rope},
-         {"v_head_dim", s.v_dim},
-         {"linear_num_heads", s.kda_heads},
-         {"linear_head_dim", s.kda_head_dim},
-         {"linear_conv_kernel_dim", s.conv_kernel},
-         {"layer_types", layer_types},
-         {"mlp_layer_types", mlp_types},
-         {"tie_word_embeddings", false},
-         {"bos_token_id", bos},
-         {"eos_token_id", eos},
-         {"pad_token_id", pad}};
-  }
-  return j.dump(2) + "\n";
-}
 
 namespace {
 
@@ -355,165 +231,66 @@ void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shar
 void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
                            void (*progress)(int64_t done, int64_t total)) {
   std::string config_text = tiny_config_json(spec);
-  format::KimiConfig c = format::parse_kimi_config(config_text, "make-tiny config");
+  KimiConfig c = parse_kimi_config(config_text, "make-tiny config");
   std::vector<TensorSpec> roster = kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
   json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
   write_roster(roster, spec.seed, spec.shards, config_text, gen, dir, progress);
 }
 
-std::string tiny_moe_config_json(const TinyMoeSpec& s) {
+namespace {
+
+// The registered architecture that makes tiny checkpoints of this model_type.
+const Architecture& tiny_architecture(const std::string& model_type) {
+  for (const Architecture* a : architectures())
+    if (a->tiny)
+      for (const std::string& t : a->model_types)
+        if (t == model_type) return *a;
+  std::string known;
+  for (const std::string& t : tiny_model_types()) known += (known.empty() ? "" : ", ") + t;
+  fail("make-tiny: cannot write a '", model_type, "' checkpoint (it writes ", known, ")");
+}
+
+}  // namespace
+
+std::vector<std::string> tiny_model_types() {
+  std::vector<std::string> out;
+  for (const Architecture* a : architectures())
+    if (a->tiny) out.insert(out.end(), a->model_types.begin(), a->model_types.end());
+  return out;
+}
+
+bool dspark_fits(const std::string& model_type) { return &tiny_architecture(model_type) == &kKimiArchitecture; }
+
+void refuse_quantized_forms(const TinyMoeSpec& spec) {
+  if (spec.fp8 || spec.int4) fail("make-tiny: --fp8 and --int4 are not forms of ", spec.arch, " checkpoints");
+}
+
+TinyConfig finish_tiny_config(const json& config, const TinyMoeSpec& s) {
+  json j = config;
   const int64_t bos = s.vocab - 3, eos = s.vocab - 2, pad = s.vocab - 1;
-  json j;
-  if (s.arch == "qwen3_moe") {
-    std::vector<int64_t> dense_only;
-    for (int64_t l = 0; l < s.dense_layers; ++l) dense_only.push_back(l);
-    j = {{"model_type", "qwen3_moe"},
-         {"architectures", json::array({"Qwen3MoeForCausalLM"})},
-         {"vocab_size", s.vocab},
-         {"hidden_size", s.hidden},
-         {"intermediate_size", s.dense_inter},
-         {"moe_intermediate_size", s.moe_inter},
-         {"num_hidden_layers", s.layers},
-         {"num_attention_heads", s.heads},
-         {"num_key_value_heads", s.kv_heads},
-         {"head_dim", s.head_dim},
-         {"num_experts", s.experts},
-         {"num_experts_per_tok", s.top_k},
-         {"norm_topk_prob", s.norm_topk},
-         {"decoder_sparse_step", s.sparse_step},
-         {"mlp_only_layers", dense_only},
-         {"rope_theta", s.rope_theta},
-         {"max_position_embeddings", 4096}};
-  } else if (s.arch == "gpt_oss") {
-    std::vector<std::string> types;
-    for (int64_t l = 0; l < s.layers; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
-    j = {{"model_type", "gpt_oss"},
-         {"architectures", json::array({"GptOssForCausalLM"})},
-         {"vocab_size", s.vocab},
-         {"hidden_size", s.hidden},
-         {"intermediate_size", s.moe_inter},
-         {"num_hidden_layers", s.layers},
-         {"num_attention_heads", s.heads},
-         {"num_key_value_heads", s.kv_heads},
-         {"head_dim", s.head_dim},
-         {"num_local_experts", s.experts},
-         {"num_experts_per_tok", s.top_k},
-         {"experts_per_token", s.top_k},
-         {"sliding_window", s.window},
-         {"layer_types", types},
-         {"attention_bias", true},
-         {"swiglu_limit", 7.0},
-         {"rms_norm_eps", 1e-5},
-         {"rope_theta", s.rope_theta},
-         {"rope_scaling",
-          {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
-           {"original_max_position_embeddings", 4096}}},
-         {"max_position_embeddings", 131072},
-         {"quantization_config",
-          {{"modules_to_not_convert",
-            json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"})},
-           {"quant_method", "mxfp4"}}}};
-  } else if (s.arch == "deepseek_v3" || s.arch == "kimi_k2") {
-    j = {{"model_type", s.arch},
-         {"architectures", json::array({"DeepseekV3ForCausalLM"})},
-         {"vocab_size", s.vocab},
-         {"hidden_size", s.hidden},
-         {"intermediate_size", s.dense_inter},
-         {"moe_intermediate_size", s.moe_inter},
-         {"num_hidden_layers", s.layers},
-         {"num_attention_heads", s.heads},
-         {"num_key_value_heads", s.heads},
-         {"q_lora_rank", s.q_lora > 0 ? json(s.q_lora) : json(nullptr)},
-         {"kv_lora_rank", s.kv_lora},
-         {"qk_nope_head_dim", s.nope},
-         {"qk_rope_head_dim", s.rope},
-         {"v_head_dim", s.v_dim},
-         {"first_k_dense_replace", s.dense_layers},
-         {"moe_layer_freq", 1},
-         {"n_routed_experts", s.experts},
-         {"num_experts_per_tok", s.top_k},
-         {"n_shared_experts", s.shared},
-         {"n_group", s.expert_groups},
-         {"topk_group", s.topk_groups},
-         {"norm_topk_prob", s.norm_topk},
-         {"routed_scaling_factor", s.routed_scaling},
-         {"topk_method", "noaux_tc"},
-         {"scoring_func", "sigmoid"},
-         {"rms_norm_eps", 1e-6},
-         {"rope_theta", s.rope_theta},
-         {"rope_scaling",
-          {{"type", "yarn"}, {"factor", 40.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale", 1.0},
-           {"mscale_all_dim", 1.0}, {"original_max_position_embeddings", 4096}}},
-         {"max_position_embeddings", 163840},
-         {"num_nextn_predict_layers", 0}};
-    if (s.fp8)
-      j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                                  {"weight_block_size", json::array({128, 128})}};
-    if (s.int4)  // Kimi-K2-Thinking's quantization_config
-      j["quantization_config"] = {
-          {"quant_method", "compressed-tensors"},
-          {"format", "pack-quantized"},
-          {"quantization_status", "compressed"},
-          {"config_groups",
-           {{"group_0",
-             {{"targets", json::array({"Linear"})},
-              {"input_activations", nullptr},
-              {"output_activations", nullptr},
-              {"weights",
-               {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", 32},
-                {"dynamic", false}, {"actorder", nullptr}, {"block_structure", nullptr}, {"observer", "minmax"},
-                {"observer_kwargs", json::object()}}}}}}},
-          {"ignore", json::array({"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
-                                  "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"})},
-          {"kv_cache_scheme", nullptr}};
-  } else {
-    fail("make-tiny: unknown architecture '", s.arch, "' (qwen3_moe, gpt_oss, deepseek_v3 or kimi_k2)");
-  }
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = false;
   j["dtype"] = "bfloat16";
   j["bos_token_id"] = bos;
   j["eos_token_id"] = eos;
   j["pad_token_id"] = pad;
-  return j.dump(2) + "\n";
+  return {j.dump(2) + "\n", bos, eos};
 }
+
+std::string tiny_moe_config_json(const TinyMoeSpec& spec) { return tiny_architecture(spec.arch).tiny(spec).config_json; }
 
 void write_tiny_moe_checkpoint(const TinyMoeSpec& spec, const std::string& dir,
                                void (*progress)(int64_t done, int64_t total)) {
-  const std::string config_text = tiny_moe_config_json(spec);
-  const std::string where = "make-tiny " + spec.arch + " config";
-  const Architecture& arch = find_architecture(model_type_of(config_text, where), where);
-  const json gen = {{"bos_token_id", spec.vocab - 3}, {"eos_token_id", spec.vocab - 2}};
-  write_roster(arch.roster(config_text, where), spec.seed, spec.shards, config_text, gen, dir, progress);
-}
-
-std::string tiny_qwen3_config_json(const TinyQwen3Spec& s) {
-  json j = {{"model_type", "qwen3"},
-            {"architectures", json::array({"Qwen3ForCausalLM"})},
-            {"dtype", "bfloat16"},
-            {"vocab_size", s.vocab},
-            {"hidden_size", s.hidden},
-            {"intermediate_size", s.intermediate},
-            {"num_hidden_layers", s.layers},
-            {"num_attention_heads", s.heads},
-            {"num_key_value_heads", s.kv_heads},
-            {"head_dim", s.head_dim},
-            {"hidden_act", "silu"},
-            {"max_position_embeddings", 4096},
-            {"rms_norm_eps", 1e-6},
-            {"rope_theta", s.rope_theta},
-            {"rope_scaling", nullptr},
-            {"attention_bias", false},
-            {"use_sliding_window", false},
-            {"tie_word_embeddings", s.tied},
-            {"bos_token_id", s.bos >= 0 ? s.bos : s.vocab - 2},
-            {"eos_token_id", s.eos >= 0 ? s.eos : s.vocab - 1}};
-  return j.dump(2) + "\n";
+  const Architecture& arch = tiny_architecture(spec.arch);
+  const TinyConfig t = arch.tiny(spec);
+  const json gen = {{"bos_token_id", t.bos}, {"eos_token_id", t.eos}};
+  write_roster(arch.roster(t.config_json, "make-tiny " + spec.arch + " config"), spec.seed, spec.shards, t.config_json,
+               gen, dir, progress);
 }
 
 void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir) {
   const std::string config_text = tiny_qwen3_config_json(s);
-  const format::Qwen3Config c = format::parse_qwen3_config(config_text, "tiny qwen3 config");
+  const Qwen3Config c = parse_qwen3_config(config_text, "tiny qwen3 config");
   Rng rng{s.seed};
   std::vector<format::TensorToWrite> tensors;
   const TensorList list = qwen3_tensors(c, nullptr);
@@ -524,7 +301,7 @@ void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir)
   write_file_durably(dir + "/config.json", config_text);
 }
 
-std::string tiny_dspark_config_json(const TinyDSparkSpec& s, const format::KimiConfig& t) {
+std::string tiny_dspark_config_json(const TinyDSparkSpec& s, const KimiConfig& t) {
   std::vector<int64_t> ids = s.target_layer_ids;
   if (ids.empty()) {
     // Spread like K3's [2, 23, 47, 71, 89] of 93: the middle of n equal slices of the target.
@@ -568,9 +345,9 @@ std::string tiny_dspark_config_json(const TinyDSparkSpec& s, const format::KimiC
   return j.dump(2) + "\n";
 }
 
-void write_tiny_dspark(const TinyDSparkSpec& spec, const format::KimiConfig& target, const std::string& dir) {
+void write_tiny_dspark(const TinyDSparkSpec& spec, const KimiConfig& target, const std::string& dir) {
   const std::string config_text = tiny_dspark_config_json(spec, target);
-  format::DSparkConfig c = format::parse_dspark_config(config_text, "make-tiny DSpark config");
+  DSparkConfig c = parse_dspark_config(config_text, "make-tiny DSpark config");
   for (int64_t id : c.target_layer_ids)
     if (id >= target.num_layers) fail("make-tiny: DSpark target layer ", id, " is outside the target's ", target.num_layers, " layers");
   std::filesystem::create_directories(dir);

@@ -4,8 +4,8 @@
 // Kimi-K2, gpt-oss, DSpark) also gets every input, whatever it names. Parsing may only succeed or
 // throw sluice::Error; a config it accepts must name its own architecture, have positive sizes, and
 // give finite RoPE frequencies and magnitudes.
-// fuzz-sources: src/format/kimi_config.cpp src/format/qwen3_config.cpp src/format/dspark_config.cpp
-// fuzz-sources: src/format/deepseek_config.cpp src/format/gpt_oss_config.cpp src/format/rope_params.cpp
+// fuzz-sources: src/model/arch/kimi_config.cpp src/model/arch/qwen3_config.cpp src/model/arch/dspark_config.cpp
+// fuzz-sources: src/model/arch/deepseek_config.cpp src/model/arch/gpt_oss_config.cpp src/format/rope_params.cpp
 // fuzz-sources: src/format/quantization.cpp src/format/token_ids.cpp
 // fuzz-sources: src/format/json_util.cpp src/core/regular_file.cpp
 // fuzz-libs: -lpcre2-8
@@ -17,12 +17,12 @@
 #include "core/error.h"
 #include <cmath>
 
-#include "format/deepseek_config.h"
-#include "format/dspark_config.h"
-#include "format/gpt_oss_config.h"
+#include "model/arch/deepseek_config.h"
+#include "model/arch/dspark_config.h"
+#include "model/arch/gpt_oss_config.h"
 #include "format/json_util.h"
-#include "format/kimi_config.h"
-#include "format/qwen3_config.h"
+#include "model/arch/kimi_config.h"
+#include "model/arch/qwen3_config.h"
 
 namespace {
 
@@ -48,6 +48,7 @@ std::string model_type(const std::string& text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sluice;
   using namespace sluice::format;
+  using namespace sluice::model;
   const std::string text(reinterpret_cast<const char*>(data), size);
   const std::string type = model_type(text);
   const bool kimi_type = type == "kimi_k3" || type == "kimi_linear";

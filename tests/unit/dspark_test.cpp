@@ -13,7 +13,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
-#include "format/dspark_config.h"
+#include "model/arch/dspark_config.h"
 #include "format/json_util.h"
 #include "format/safetensors.h"
 #include "model/arch/dspark.h"
@@ -31,13 +31,13 @@ using nlohmann::json;
 
 std::string fixture_dir(const std::string& name) { return std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
-format::KimiConfig tiny_target_config() {
-  return format::parse_kimi_config(model::tiny_config_json(testing::tiny_k3_spec()), "target");
+model::KimiConfig tiny_target_config() {
+  return model::parse_kimi_config(model::tiny_config_json(testing::tiny_k3_spec()), "target");
 }
 
 std::string config_error(const json& j) {
   try {
-    format::parse_dspark_config(j.dump(), "ds.json");
+    model::parse_dspark_config(j.dump(), "ds.json");
   } catch (const Error& e) {
     return e.what();
   }
@@ -45,20 +45,20 @@ std::string config_error(const json& j) {
 }
 
 TEST(DSparkConfig, TinyConfigParsesWithK3RopeConstants) {
-  auto c = format::parse_dspark_config(model::tiny_dspark_config_json({}, tiny_target_config()), "ds");
+  auto c = model::parse_dspark_config(model::tiny_dspark_config_json({}, tiny_target_config()), "ds");
   EXPECT_EQ(c.num_layers, 2);
   EXPECT_EQ(c.target_layer_ids, (std::vector<int64_t>{1, 4, 7}));
   EXPECT_EQ(c.context_width(), 3 * 64);
   EXPECT_EQ(c.num_draft_tokens, 7);
   // K3's DSpark: (128+64)^-0.5 · mscale(32, 1)² with mscale = 0.1·ln 32 + 1 ≈ 1.3466 (spec §5.2's 1.8133 is its square).
-  format::DSparkConfig k3 = c;
+  model::DSparkConfig k3 = c;
   k3.qk_nope_head_dim = 128;
   k3.qk_rope_head_dim = 64;
-  EXPECT_NEAR(format::dspark_softmax_scale(k3), std::pow(192.0, -0.5) * 1.8133, 1e-4);
-  EXPECT_DOUBLE_EQ(format::dspark_rope_magnitude(c), 1.0);
+  EXPECT_NEAR(model::dspark_softmax_scale(k3), std::pow(192.0, -0.5) * 1.8133, 1e-4);
+  EXPECT_DOUBLE_EQ(model::dspark_rope_magnitude(c), 1.0);
   // YaRN: the highest-frequency pair keeps θ^0 = 1, the lowest is interpolated (÷ factor) fully
   // when the ramp reaches it, and every frequency lies between the two regimes.
-  auto inv = format::dspark_inv_freq(k3);
+  auto inv = model::dspark_inv_freq(k3);
   ASSERT_EQ(inv.size(), 32u);
   EXPECT_DOUBLE_EQ(inv[0], 1.0);
   EXPECT_NEAR(inv[31], std::pow(50000.0, -62.0 / 64) / 32.0, 1e-15);
@@ -142,14 +142,14 @@ class DSparkLoad : public ::testing::Test {
 
 TEST_F(DSparkLoad, AcceptsTheTinyDrafter) {
   EXPECT_EQ(load_error(), "");
-  EXPECT_EQ(model::dspark_tensors(format::load_dspark_config(dir_ / "ds"), nullptr).specs().size(), 2u + 2 * 12 + 1 + 2 + 2 + 1);
+  EXPECT_EQ(model::dspark_tensors(model::load_dspark_config(dir_ / "ds"), nullptr).specs().size(), 2u + 2 * 12 + 1 + 2 + 2 + 1);
 }
 
 TEST_F(DSparkLoad, RosterOfK3HasSixtyEightTensors) {
   json j = json::parse(model::tiny_dspark_config_json({}, tiny_target_config()));
   j["num_hidden_layers"] = 5;
   j["target_layer_ids"] = {2, 23, 47, 71, 89};
-  auto c = format::parse_dspark_config(j.dump(), "k3");
+  auto c = model::parse_dspark_config(j.dump(), "k3");
   EXPECT_EQ(model::dspark_tensors(c, nullptr).specs().size(), 68u);
 }
 
@@ -296,7 +296,7 @@ void expect_same_cache(const model::DSparkModel& a, const model::DSparkModel& b,
 }
 
 // Target rows of `tokens` captured in one pass.
-std::vector<float> target_rows(model::KimiModel& target, const format::DSparkConfig& c, std::span<const int32_t> tokens) {
+std::vector<float> target_rows(model::KimiModel& target, const model::DSparkConfig& c, std::span<const int32_t> tokens) {
   std::vector<float> rows(tokens.size() * size_t(c.context_width()));
   std::vector<float> logits(static_cast<size_t>(target.config().vocab_size));
   model::HiddenCapture cap{c.target_layer_ids, rows.data()};

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "export/export_gguf.h"
 #include "export/gguf_vocab.h"
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 #include "format/safetensors.h"
 #include "gguf_test_reader.h"
 #include "kernels/cpu/kernels.h"
@@ -37,7 +37,7 @@ TEST(ExportGguf, DefaultModelHeaderKeysAndShapes) {
   TempDir tmp("gguf");
   const Gguf g = read_gguf(export_to(kDefaultModel, tmp, "k3.gguf"));
   check_layout(g);
-  const format::KimiConfig c = format::load_kimi_config(kDefaultModel);
+  const model::KimiConfig c = model::load_kimi_config(kDefaultModel);
   const std::string a = "kimi-k3.";
   EXPECT_EQ(g.kv.at("general.architecture").s, "kimi-k3");
   EXPECT_EQ(g.kv.at("general.file_type").u, 38u);  // MOSTLY_MXFP4_MOE
@@ -102,14 +102,14 @@ TEST(ExportGguf, DefaultModelHeaderKeysAndShapes) {
   // Exactly the tensors llama.cpp's loader consumes (it refuses a file with more or fewer).
   size_t want = 4;
   for (int64_t l = 0; l < c.num_layers; ++l)
-    want += 4 + (c.attn[size_t(l)] == format::AttnKind::KDA ? 14 : 9) + (c.mlp[size_t(l)] == format::MlpKind::Dense ? 3 : 11);
+    want += 4 + (c.attn[size_t(l)] == model::AttnKind::KDA ? 14 : 9) + (c.mlp[size_t(l)] == model::MlpKind::Dense ? 3 : 11);
   EXPECT_EQ(g.tensors.size(), want);
 }
 
 TEST(ExportGguf, DefaultModelTensorValues) {
   TempDir tmp("gguf");
   const Gguf g = read_gguf(export_to(kDefaultModel, tmp, "k3.gguf"));
-  const format::KimiConfig c = format::load_kimi_config(kDefaultModel);
+  const model::KimiConfig c = model::load_kimi_config(kDefaultModel);
   const format::TensorSet ts = format::TensorSet::open_dir(kDefaultModel);
   const std::string p = "language_model.model.";
   // BF16 and F32 tensors byte for byte.
@@ -117,7 +117,7 @@ TEST(ExportGguf, DefaultModelTensorValues) {
   expect_same_bytes(g, "output.weight", ts, "language_model.lm_head.weight");
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".", s = p + "layers." + std::to_string(l) + ".";
-    if (c.attn[size_t(l)] == format::AttnKind::KDA) {
+    if (c.attn[size_t(l)] == model::AttnKind::KDA) {
       for (auto [to, from] : std::vector<std::pair<const char*, const char*>>{
                {"attn_q.weight", "q_proj.weight"}, {"attn_k.weight", "k_proj.weight"}, {"attn_v.weight", "v_proj.weight"},
                {"ssm_f_a.weight", "f_a_proj.weight"}, {"ssm_f_b.weight", "f_b_proj.weight"},
@@ -166,7 +166,7 @@ TEST(ExportGguf, DefaultModelTensorValues) {
         ASSERT_EQ(got[i], val(n) * val(pr)) << b << to << i;
       }
     }
-    if (c.mlp[size_t(l)] == format::MlpKind::Dense) {
+    if (c.mlp[size_t(l)] == model::MlpKind::Dense) {
       expect_same_bytes(g, b + "ffn_gate.weight", ts, s + "mlp.gate_proj.weight");
       continue;
     }
@@ -181,7 +181,7 @@ TEST(ExportGguf, DefaultModelTensorValues) {
 TEST(ExportGguf, Mxfp4ExpertsDequantizeToSluicesValues) {
   TempDir tmp("gguf");
   const Gguf g = read_gguf(export_to(kDefaultModel, tmp, "k3.gguf"));
-  const format::KimiConfig c = format::load_kimi_config(kDefaultModel);
+  const model::KimiConfig c = model::load_kimi_config(kDefaultModel);
   ASSERT_TRUE(c.experts_mxfp4);
   const format::TensorSet ts = format::TensorSet::open_dir(kDefaultModel);
   const int64_t L = c.routed_expert_hidden_size, Fe = c.moe_intermediate_size;
@@ -292,14 +292,14 @@ TEST(ExportGguf, KimiLinearLayout) {
   write_with_tokenizer(s, tmp / "m");
   const Gguf g = read_gguf(export_to(tmp / "m", tmp, "lin.gguf"));
   check_layout(g);
-  const format::KimiConfig c = format::load_kimi_config(tmp / "m");
+  const model::KimiConfig c = model::load_kimi_config(tmp / "m");
   EXPECT_EQ(g.kv.at("general.architecture").s, "kimi-linear");
   EXPECT_EQ(g.kv.count("kimi-linear.attention.q_lora_rank"), 0u);
   EXPECT_EQ(g.kv.count("kimi-linear.activation.situ_beta"), 0u);
   EXPECT_EQ(g.kv.at("tokenizer.ggml.eos_token_id").u, 4097u);  // [EOS], as kimi_linear.py sets it
   const int64_t E = c.hidden_size, H = c.num_heads, Dk = c.kda_head_dim, P = c.kda_dim();
   const format::TensorSet ts = format::TensorSet::open_dir(tmp / "m");
-  const int kda = c.attn[0] == format::AttnKind::KDA ? 0 : 2;
+  const int kda = c.attn[0] == model::AttnKind::KDA ? 0 : 2;
   const std::string b = "blk." + std::to_string(kda) + ".";
   expect_tensor(g, b + "ssm_a", {1, H, 1, 1}, 0);
   expect_tensor(g, b + "ssm_g_a.weight", {E, Dk}, 30);
@@ -318,7 +318,7 @@ TEST(ExportGguf, KimiLinearLayout) {
   }
   size_t want = 3;
   for (int64_t l = 0; l < c.num_layers; ++l)
-    want += 2 + (c.attn[size_t(l)] == format::AttnKind::KDA ? 15 : 6) + (c.mlp[size_t(l)] == format::MlpKind::Dense ? 3 : 8);
+    want += 2 + (c.attn[size_t(l)] == model::AttnKind::KDA ? 15 : 6) + (c.mlp[size_t(l)] == model::MlpKind::Dense ? 3 : 8);
   EXPECT_EQ(g.tensors.size(), want);
 }
 

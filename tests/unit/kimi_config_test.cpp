@@ -5,16 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 #include "model/tiny_checkpoint.h"
 #include "model_test_util.h"
 
 namespace sluice {
 namespace {
 
-using format::AttnKind;
-using format::MlpKind;
-using format::parse_kimi_config;
+using model::AttnKind;
+using model::MlpKind;
+using model::parse_kimi_config;
 using nlohmann::json;
 
 std::string error_of(const std::string& text) {
@@ -28,7 +28,7 @@ std::string error_of(const std::string& text) {
 
 TEST(KimiConfig, K3TinyConfigParses) {
   auto c = parse_kimi_config(model::tiny_config_json(testing::tiny_k3_spec()), "cfg");
-  EXPECT_EQ(c.arch, format::KimiArch::KimiK3);
+  EXPECT_EQ(c.arch, model::KimiArch::KimiK3);
   EXPECT_EQ(c.tensor_prefix, "language_model.");
   ASSERT_EQ(c.attn.size(), 9u);
   // 1-based MLA layers 4, 8, 9 -> zero-based 3, 7, 8 (the last two are both MLA).
@@ -39,14 +39,14 @@ TEST(KimiConfig, K3TinyConfigParses) {
   EXPECT_TRUE(c.kda_full_rank_gate);
   ASSERT_TRUE(c.gate_lower_bound.has_value());
   EXPECT_FLOAT_EQ(*c.gate_lower_bound, -5.0f);
-  EXPECT_EQ(c.activation, format::Activation::SiTU);
+  EXPECT_EQ(c.activation, model::Activation::SiTU);
   EXPECT_FLOAT_EQ(c.mla_norm_eps, 1e-5f);
   EXPECT_EQ(c.attn_res_block_size, 3);
 }
 
 TEST(KimiConfig, TransformersKimiLinearForm) {
   auto c = parse_kimi_config(model::tiny_config_json(testing::tiny_linear_spec()), "cfg");
-  EXPECT_EQ(c.arch, format::KimiArch::KimiLinear);
+  EXPECT_EQ(c.arch, model::KimiArch::KimiLinear);
   EXPECT_EQ(c.tensor_prefix, "");
   EXPECT_EQ(c.q_lora_rank, 0);
   EXPECT_FALSE(c.gate_lower_bound.has_value());

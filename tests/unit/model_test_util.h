@@ -48,7 +48,7 @@ inline model::TinySpec tiny_k3_spec() { return model::TinySpec{}; }
 // A kimi_linear spec that differs from the K3 default in most dimensions.
 inline model::TinySpec tiny_linear_spec() {
   model::TinySpec s;
-  s.arch = format::KimiArch::KimiLinear;
+  s.arch = model::KimiArch::KimiLinear;
   s.hidden = 48;
   s.layers = 5;
   s.mla_layers = {2, 5};

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "format/deepseek_config.h"
-#include "format/gpt_oss_config.h"
+#include "model/arch/deepseek_config.h"
+#include "model/arch/gpt_oss_config.h"
 #include "format/quantization.h"
-#include "format/qwen3_config.h"
+#include "model/arch/qwen3_config.h"
 #include "format/safetensors.h"
 #include "golden_util.h"
 #include "model/registry.h"
@@ -546,19 +546,19 @@ TEST(MoeArchConfig, ConfigsAsTransformersSavesThemParse) {
     const std::string v = version.path().filename().string();
     auto cfg = [&](const std::string& name) { return read_json((version.path() / (name + ".json")).string()); };
     {
-      const auto c = format::parse_qwen3_config(cfg("qwen3").dump(), v + " qwen3");
+      const auto c = model::parse_qwen3_config(cfg("qwen3").dump(), v + " qwen3");
       EXPECT_FALSE(c.moe);
       EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0) << v;
       ++parsed;
     }
     {
-      const auto c = format::parse_qwen3_config(cfg("qwen3_moe").dump(), v + " qwen3_moe");
+      const auto c = model::parse_qwen3_config(cfg("qwen3_moe").dump(), v + " qwen3_moe");
       EXPECT_EQ(c.num_experts, 8) << v;
       EXPECT_EQ(c.experts_per_token, 2) << v;
       ++parsed;
     }
     {
-      const auto c = format::parse_deepseek_config(cfg("deepseek_v3").dump(), v + " deepseek_v3");
+      const auto c = model::parse_deepseek_config(cfg("deepseek_v3").dump(), v + " deepseek_v3");
       EXPECT_EQ(c.num_experts, 8) << v;
       EXPECT_EQ(c.num_shared_experts, 1) << v;
       ++parsed;
@@ -566,7 +566,7 @@ TEST(MoeArchConfig, ConfigsAsTransformersSavesThemParse) {
     {
       json j = cfg("gpt_oss");
       j["quantization_config"] = read_json(fixture_dir("gpt_oss_a") + "/config.json")["quantization_config"];
-      const auto c = format::parse_gpt_oss_config(j.dump(), v + " gpt_oss");
+      const auto c = model::parse_gpt_oss_config(j.dump(), v + " gpt_oss");
       EXPECT_EQ(c.num_experts, 8) << v;
       ++parsed;
     }

@@ -12,7 +12,7 @@
 #include "core/dtype.h"
 #include "core/durable_file.h"
 #include "core/error.h"
-#include "format/qwen3_config.h"
+#include "model/arch/qwen3_config.h"
 #include "format/safetensors.h"
 #include "golden_util.h"
 #include "model/arch/qwen3.h"
@@ -22,7 +22,7 @@
 namespace sluice {
 namespace {
 
-using format::parse_qwen3_config;
+using model::parse_qwen3_config;
 using model::PassOptions;
 using nlohmann::json;
 
@@ -107,7 +107,7 @@ TEST(Qwen3Config, RefusalsNameTheField) {
 // an oracle independent of the model's code, kernels and fp32 rounding.
 class Reference {
  public:
-  explicit Reference(const std::string& dir) : c_(format::load_qwen3_config(dir)), ts_(format::TensorSet::open_dir(dir)) {}
+  explicit Reference(const std::string& dir) : c_(model::load_qwen3_config(dir)), ts_(format::TensorSet::open_dir(dir)) {}
 
   // Logits [T, V] of every position.
   std::vector<double> logits(const std::vector<int32_t>& ids) const {
@@ -211,7 +211,7 @@ class Reference {
         }
   }
 
-  format::Qwen3Config c_;
+  model::Qwen3Config c_;
   format::TensorSet ts_;
 };
 

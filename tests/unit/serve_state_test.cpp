@@ -347,7 +347,7 @@ TEST_F(ServeTiny, MessagesStreamMatchesJsonAndContinuationIsReused) {
 
 TEST_F(ServeTiny, DSparkDraftingGivesTheSameRepliesOnReusedAndResetStates) {
   testing::TempDir ds("serve-dspark");
-  model::write_tiny_dspark({}, format::load_kimi_config(dir_->str()), ds.str());
+  model::write_tiny_dspark({}, model::load_kimi_config(dir_->str()), ds.str());
   auto replies = [&](const std::string& draft) {
     ServeOptions o;
     o.engine.model_dir = dir_->str();

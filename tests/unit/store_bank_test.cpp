@@ -50,7 +50,7 @@ std::string slurp(const std::string& path) {
 using testing::error_of;
 
 // Identities computed once with the pre-bank code at commit 85b4594 (store::model_identity over
-// ExpertLayout::from_config(format::parse_kimi_config(text))), built in /work/base/build/release,
+// ExpertLayout::from_config(model::parse_kimi_config(text))), built in /work/base/build/release,
 // for model::tiny_config_json of testing::tiny_k3_spec() (MXFP4 experts) and tiny_linear_spec()
 // (BF16 experts). Manifests written by earlier sluice versions are keyed on these strings.
 constexpr const char* kTinyK3IdentityAt85b4594 = "3e71d4a07f71af25";

@@ -102,7 +102,7 @@ class StoreTest : public ::testing::Test {
     return runtime::Engine::load(o);
   }
   void write_uniform_heat() {
-    auto c = format::load_kimi_config(model_dir());
+    auto c = model::load_kimi_config(model_dir());
     store::Heat h(c.num_layers, c.num_experts);
     for (int l = 0; l < c.num_layers; ++l) {
       std::vector<int32_t> all;

@@ -14,7 +14,7 @@ using kernels::Buf;
 
 namespace {
 
-DType linear_dtype(const format::DeepSeekConfig& c) {
+DType linear_dtype(const DeepSeekConfig& c) {
   return c.quant == format::WeightQuant::Fp8Block ? DType::F8_E4M3 : DType::BF16;
 }
 
@@ -28,7 +28,7 @@ std::vector<float> widen_fp8(const kernels::Weight& w) {
 
 }  // namespace
 
-TensorList deepseek_tensors(const format::DeepSeekConfig& c, DeepSeekWeights* w) {
+TensorList deepseek_tensors(const DeepSeekConfig& c, DeepSeekWeights* w) {
   DeepSeekWeights scratch;
   DeepSeekWeights& W = w ? *w : scratch;
   W.layers.resize(size_t(c.num_layers));
@@ -80,7 +80,7 @@ TensorList deepseek_tensors(const format::DeepSeekConfig& c, DeepSeekWeights* w)
   return t;
 }
 
-store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c) {
+store::ExpertBank deepseek_expert_bank(const DeepSeekConfig& c) {
   return per_expert_swiglu_bank(c.num_layers, c.num_experts, [&c](int l) { return c.is_moe(l); }, c.hidden_size,
                                 c.moe_intermediate_size, c.quant);
 }
@@ -88,8 +88,8 @@ store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c) {
 std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
   std::unique_ptr<DeepSeekModel> m(new DeepSeekModel());
   m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
-  m->config_ = format::load_deepseek_config(opt.dir);
-  const format::DeepSeekConfig& c = m->config_;
+  m->config_ = load_deepseek_config(opt.dir);
+  const DeepSeekConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
   TensorList list = deepseek_tensors(c, &m->weights_);
   list.bind(m->tensors_);
@@ -116,12 +116,13 @@ std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
                          .norm_eps = 1e-6f, .output_gate = false, .rotate = true,
                          .pairs = c.rope_interleave ? kernels::RopePairs::Interleaved : kernels::RopePairs::Half,
                          .scale = float(c.softmax_scale())};
-  m->moe_spec_ = MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
-                                    .top_k = c.experts_per_token, .groups = c.n_group, .topk_groups = c.topk_group,
-                                    .renormalize = c.norm_topk_prob, .renorm_eps = 1e-20f,
-                                    .scaling = float(c.routed_scaling_factor)},
-                         .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size};
-  m->moe_host_.reserve(c.num_experts, 64 * c.experts_per_token);
+  m->set_mlps(m->weights_.layers, [&c](size_t l) { return c.is_moe(int64_t(l)); }, &DeepSeekLayerWeights::dense,
+              MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
+                                 .top_k = c.experts_per_token, .groups = c.n_group, .topk_groups = c.topk_group,
+                                 .renormalize = c.norm_topk_prob, .renorm_eps = 1e-20f,
+                                 .scaling = float(c.routed_scaling_factor)},
+                      .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size},
+              c.rms_norm_eps);
 
   m->set_decoder(m->weights_.embed, m->weights_.lm_head, m->weights_.final_norm, m->weights_.layers, c.rms_norm_eps,
                  c.vocab_size, c.hidden_size, c.rope, c.qk_rope_head_dim);
@@ -138,20 +139,8 @@ void DeepSeekModel::attention(CacheState& st, size_t l, int64_t base, const Buf&
   mla_forward(*dev_, mla_spec_, weights_.layers[l].attn, st.first(l), st.second(l), base, x, out, opt.cancel, rope);
 }
 
-void DeepSeekModel::mlp(size_t l, const Buf& x, Buf out) {
-  const DeepSeekLayerWeights& w = weights_.layers[l];
-  if (config_.is_moe(int64_t(l))) moe_forward(*dev_, moe_spec_, w.moe, *experts_, int(l), x, out, moe_host_, &counters_);
-  else mlp_forward(*dev_, w.dense, {.kind = kernels::ActKind::SiLU}, x, out);
-}
-
-void DeepSeekModel::predict(size_t layer, const Buf& m_in, int distance) {
-  const DeepSeekLayerWeights& w = weights_.layers[layer];
-  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(layer), m_in, moe_host_,
-              distance);
-}
-
 int64_t DeepSeekModel::pass_bytes_per_row(bool) const {
-  const format::DeepSeekConfig& c = config_;
+  const DeepSeekConfig& c = config_;
   const int64_t nh = c.num_heads;
   // h, normed, out, the RoPE row; q_a, q, kv, the attention's output; then the larger of the dense
   // MLP's intermediates and the MoE's (router logits, k expert outputs, an expert's and the shared
@@ -169,7 +158,8 @@ std::unique_ptr<Target> load_deepseek(const LoadOptions& opt) { return DeepSeekM
 }  // namespace
 
 const Architecture kDeepSeekArchitecture{"deepseek", {"deepseek_v3", "kimi_k2"}, load_deepseek,
-                                    bank_from_text<format::parse_deepseek_config, deepseek_expert_bank>,
-                                    roster_from_text<format::parse_deepseek_config, deepseek_tensors, deepseek_expert_bank>};
+                                    bank_from_text<parse_deepseek_config, deepseek_expert_bank>,
+                                    roster_from_text<parse_deepseek_config, deepseek_tensors, deepseek_expert_bank>,
+                                    deepseek_tiny};
 
 }  // namespace sluice::model

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "format/deepseek_config.h"
+#include "model/arch/deepseek_config.h"
 #include "format/safetensors.h"
 #include "model/blocks/mla.h"
 #include "model/blocks/mlp.h"
@@ -36,14 +36,16 @@ struct DeepSeekWeights {
   std::vector<DeepSeekLayerWeights> layers;
 };
 
-TensorList deepseek_tensors(const format::DeepSeekConfig& c, DeepSeekWeights* w);
-store::ExpertBank deepseek_expert_bank(const format::DeepSeekConfig& c);
+TensorList deepseek_tensors(const DeepSeekConfig& c, DeepSeekWeights* w);
+store::ExpertBank deepseek_expert_bank(const DeepSeekConfig& c);
+// make-tiny's hook (deepseek_tiny.cpp): BF16, --fp8 or --int4.
+TinyConfig deepseek_tiny(const TinyMoeSpec& spec);
 extern const Architecture kDeepSeekArchitecture;
 
 class DeepSeekModel final : public CacheModel {
  public:
   static std::unique_ptr<DeepSeekModel> load(const LoadOptions& opt);
-  const format::DeepSeekConfig& config() const { return config_; }
+  const DeepSeekConfig& config() const { return config_; }
 
   int64_t pass_bytes_per_row(bool record) const override;
   const kernels::Weight& embedding() const override { return weights_.embed; }
@@ -53,16 +55,12 @@ class DeepSeekModel final : public CacheModel {
   DeepSeekModel() = default;
   void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
                  const kernels::Buf& x, kernels::Buf out) override;
-  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
-  void predict(size_t layer, const kernels::Buf& m_in, int distance) override;
 
-  format::DeepSeekConfig config_;
+  DeepSeekConfig config_;
   format::TensorSet tensors_;
   DeepSeekWeights weights_;
   std::vector<std::vector<float>> kv_b_f32_;  // per layer: an FP8 kv_b widened (empty otherwise)
   MlaSpec mla_spec_;
-  MoeSpec moe_spec_;
-  MoeHost moe_host_;
 };
 
 }  // namespace sluice::model

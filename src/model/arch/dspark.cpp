@@ -30,7 +30,7 @@ using kernels::Buf;
 using kernels::BufType;
 using kernels::LinearOut;
 
-TensorList dspark_tensors(const format::DSparkConfig& c, DSparkWeights* w) {
+TensorList dspark_tensors(const DSparkConfig& c, DSparkWeights* w) {
   DSparkWeights scratch;
   DSparkWeights& W = w ? *w : scratch;
   W.layers.resize(size_t(c.num_layers));
@@ -67,8 +67,8 @@ TensorList dspark_tensors(const format::DSparkConfig& c, DSparkWeights* w) {
 
 std::unique_ptr<DSparkModel> DSparkModel::load(const std::string& dir, const Target& target) {
   std::unique_ptr<DSparkModel> m(new DSparkModel());
-  m->config_ = format::load_dspark_config(dir);
-  const format::DSparkConfig& c = m->config_;
+  m->config_ = load_dspark_config(dir);
+  const DSparkConfig& c = m->config_;
   const TargetInfo& t = target.info();
   const std::string where = dir + "/config.json";
   if (c.hidden_size != t.hidden_size)
@@ -110,10 +110,10 @@ std::unique_ptr<DSparkModel> DSparkModel::load(const std::string& dir, const Tar
   w.confidence_w_row.v = m->dev_->keep(std::span<const float>(w.confidence_w_row.host));
   w.confidence_w_markov.v = m->dev_->keep(std::span<const float>(w.confidence_w_markov.host));
 
-  m->rope_.inv_freq = format::dspark_inv_freq(c);
+  m->rope_.inv_freq = dspark_inv_freq(c);
   m->rope_.f64_angles = true;
-  m->rope_.magnitude = float(format::dspark_rope_magnitude(c));
-  m->softmax_scale_ = float(format::dspark_softmax_scale(c));
+  m->rope_.magnitude = float(dspark_rope_magnitude(c));
+  m->softmax_scale_ = float(dspark_softmax_scale(c));
   m->caches_.resize(size_t(c.num_layers));
   m->bias_host_.resize(size_t(c.vocab_size));
   m->block_.reserve(size_t(c.num_draft_tokens));
@@ -160,7 +160,7 @@ void DSparkModel::store_kv(int64_t i, const Buf& kv, int64_t first) {
 void DSparkModel::append_context(const float* rows, int64_t n) {
   if (n < 0) fail("DSpark append_context with ", n, " rows");
   if (n == 0) return;
-  const format::DSparkConfig& c = config_;
+  const DSparkConfig& c = config_;
   kernels::Device& d = *dev_;
   const int64_t H = c.hidden_size;
   reserve(length_ + n);
@@ -183,7 +183,7 @@ void DSparkModel::append_context(const float* rows, int64_t n) {
 }
 
 void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Buf& x, Buf out) {
-  const format::DSparkConfig& c = config_;
+  const DSparkConfig& c = config_;
   kernels::Device& d = *dev_;
   kernels::ScratchScope scope(d);
   const int64_t nh = c.num_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, vd = c.v_head_dim;
@@ -215,7 +215,7 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Bu
 
 DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_confidence,
                                     std::vector<float>* base_logits) {
-  const format::DSparkConfig& c = config_;
+  const DSparkConfig& c = config_;
   kernels::Device& d = *dev_;
   const int64_t D = c.num_draft_tokens, H = c.hidden_size, V = c.vocab_size;
   DSparkProposal out;

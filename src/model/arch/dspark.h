@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format/dspark_config.h"
+#include "model/arch/dspark_config.h"
 #include "format/safetensors.h"
 #include "kernels/device.h"
 #include "model/blocks/mlp.h"
@@ -35,7 +35,7 @@ struct DSparkWeights {
 };
 
 // Every tensor of a DSpark checkpoint (68 for K3's five layers), bound to `w` (null: for make-tiny).
-TensorList dspark_tensors(const format::DSparkConfig& c, DSparkWeights* w);
+TensorList dspark_tensors(const DSparkConfig& c, DSparkWeights* w);
 
 // What one proposal produced, row j predicting the token after row j's input.
 struct DSparkProposal {
@@ -51,7 +51,7 @@ class DSparkModel {
   // runs on the target's device.
   static std::unique_ptr<DSparkModel> load(const std::string& dir, const Target& target);
 
-  const format::DSparkConfig& config() const { return config_; }
+  const DSparkConfig& config() const { return config_; }
 
   // Positions held in the compact cache (the committed target positions seen so far).
   int64_t context_length() const { return length_; }
@@ -85,7 +85,7 @@ class DSparkModel {
   void store_kv(int64_t i, const kernels::Buf& kv, int64_t first);
   void attention(const DSparkLayerWeights& w, int64_t layer, const kernels::Buf& x, kernels::Buf out);
 
-  format::DSparkConfig config_;
+  DSparkConfig config_;
   format::TensorSet tensors_;
   DSparkWeights weights_;
   const Target* target_ = nullptr;

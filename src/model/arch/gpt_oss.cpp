@@ -11,7 +11,7 @@ namespace sluice::model {
 
 using kernels::Buf;
 
-TensorList gpt_oss_tensors(const format::GptOssConfig& c, GptOssWeights* w) {
+TensorList gpt_oss_tensors(const GptOssConfig& c, GptOssWeights* w) {
   GptOssWeights scratch;
   GptOssWeights& W = w ? *w : scratch;
   W.layers.resize(size_t(c.num_layers));
@@ -46,7 +46,7 @@ TensorList gpt_oss_tensors(const format::GptOssConfig& c, GptOssWeights* w) {
   return t;
 }
 
-store::ExpertBank gpt_oss_expert_bank(const format::GptOssConfig& c) {
+store::ExpertBank gpt_oss_expert_bank(const GptOssConfig& c) {
   using store::ExpertSegment;
   using store::ExpertSlot;
   using store::SegmentRole;
@@ -83,8 +83,8 @@ store::ExpertBank gpt_oss_expert_bank(const format::GptOssConfig& c) {
 std::unique_ptr<GptOssModel> GptOssModel::load(const LoadOptions& opt) {
   std::unique_ptr<GptOssModel> m(new GptOssModel());
   m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
-  m->config_ = format::load_gpt_oss_config(opt.dir);
-  const format::GptOssConfig& c = m->config_;
+  m->config_ = load_gpt_oss_config(opt.dir);
+  const GptOssConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
   TensorList list = gpt_oss_tensors(c, &m->weights_);
   list.bind(m->tensors_);
@@ -98,11 +98,12 @@ std::unique_ptr<GptOssModel> GptOssModel::load(const LoadOptions& opt) {
                      .norm_eps = c.rms_norm_eps, .pairs = kernels::RopePairs::Half};
   m->sliding_ = m->full_;
   m->sliding_.window = c.sliding_window;
-  m->moe_spec_ = MoeSpec{.router = {.score = kernels::RouterScore::TopkSoftmax, .experts = c.num_experts,
-                                    .top_k = c.experts_per_token, .renormalize = false},
-                         .act = {.kind = kernels::ActKind::ClampedSwiGLU, .alpha = c.swiglu_alpha, .limit = c.swiglu_limit},
-                         .expert_input = c.hidden_size};
-  m->moe_host_.reserve(c.num_experts, 64 * c.experts_per_token);
+  m->set_mlps(m->weights_.layers, [](size_t) { return true; }, static_cast<const MlpWeights GptOssLayerWeights::*>(nullptr),
+              MoeSpec{.router = {.score = kernels::RouterScore::TopkSoftmax, .experts = c.num_experts,
+                                 .top_k = c.experts_per_token, .renormalize = false},
+                      .act = {.kind = kernels::ActKind::ClampedSwiGLU, .alpha = c.swiglu_alpha, .limit = c.swiglu_limit},
+                      .expert_input = c.hidden_size},
+              c.rms_norm_eps);
 
   m->set_decoder(m->weights_.embed, m->weights_.lm_head, m->weights_.final_norm, m->weights_.layers, c.rms_norm_eps,
                  c.vocab_size, c.hidden_size, c.rope, c.head_dim);
@@ -120,18 +121,8 @@ void GptOssModel::attention(CacheState& st, size_t l, int64_t base, const Buf& r
   gqa_forward(*dev_, spec, weights_.layers[l].attn, rope, st.first(l), st.second(l), base, x, out, opt.cancel);
 }
 
-void GptOssModel::mlp(size_t l, const Buf& x, Buf out) {
-  moe_forward(*dev_, moe_spec_, weights_.layers[l].moe, *experts_, int(l), x, out, moe_host_, &counters_);
-}
-
-void GptOssModel::predict(size_t layer, const Buf& m_in, int distance) {
-  const GptOssLayerWeights& w = weights_.layers[layer];
-  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(layer), m_in, moe_host_,
-              distance);
-}
-
 int64_t GptOssModel::pass_bytes_per_row(bool) const {
-  const format::GptOssConfig& c = config_;
+  const GptOssConfig& c = config_;
   // h, normed, out, the RoPE row, q/k/v/attention, router logits, the k expert outputs, and one
   // expert's interleaved and split intermediates.
   return int64_t(sizeof(float)) * (3 * c.hidden_size + c.head_dim + 2 * c.q_dim() + 2 * c.kv_dim() + c.num_experts +
@@ -145,7 +136,8 @@ std::unique_ptr<Target> load_gpt_oss(const LoadOptions& opt) { return GptOssMode
 }  // namespace
 
 const Architecture kGptOssArchitecture{"gpt_oss", {"gpt_oss"}, load_gpt_oss,
-                                    bank_from_text<format::parse_gpt_oss_config, gpt_oss_expert_bank>,
-                                    roster_from_text<format::parse_gpt_oss_config, gpt_oss_tensors, gpt_oss_expert_bank>};
+                                    bank_from_text<parse_gpt_oss_config, gpt_oss_expert_bank>,
+                                    roster_from_text<parse_gpt_oss_config, gpt_oss_tensors, gpt_oss_expert_bank>,
+                                    gpt_oss_tiny};
 
 }  // namespace sluice::model

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "format/gpt_oss_config.h"
+#include "model/arch/gpt_oss_config.h"
 #include "format/safetensors.h"
 #include "model/blocks/gqa.h"
 #include "model/blocks/moe.h"
@@ -34,14 +34,16 @@ struct GptOssWeights {
 
 // gpt-oss's one tensor list (make-tiny writes this order) and its expert bank: per layer one fused
 // tensor per part, experts along the first dimension, as released.
-TensorList gpt_oss_tensors(const format::GptOssConfig& c, GptOssWeights* w);
-store::ExpertBank gpt_oss_expert_bank(const format::GptOssConfig& c);
+TensorList gpt_oss_tensors(const GptOssConfig& c, GptOssWeights* w);
+store::ExpertBank gpt_oss_expert_bank(const GptOssConfig& c);
+// make-tiny's hook (gpt_oss_tiny.cpp).
+TinyConfig gpt_oss_tiny(const TinyMoeSpec& spec);
 extern const Architecture kGptOssArchitecture;
 
 class GptOssModel final : public CacheModel {
  public:
   static std::unique_ptr<GptOssModel> load(const LoadOptions& opt);
-  const format::GptOssConfig& config() const { return config_; }
+  const GptOssConfig& config() const { return config_; }
 
   int64_t pass_bytes_per_row(bool record) const override;
   const kernels::Weight& embedding() const override { return weights_.embed; }
@@ -51,15 +53,11 @@ class GptOssModel final : public CacheModel {
   GptOssModel() = default;
   void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
                  const kernels::Buf& x, kernels::Buf out) override;
-  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
-  void predict(size_t layer, const kernels::Buf& m_in, int distance) override;
 
-  format::GptOssConfig config_;
+  GptOssConfig config_;
   format::TensorSet tensors_;
   GptOssWeights weights_;
   GqaSpec full_, sliding_;
-  MoeSpec moe_spec_;
-  MoeHost moe_host_;
 };
 
 }  // namespace sluice::model

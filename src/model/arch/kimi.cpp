@@ -11,8 +11,6 @@
 
 namespace sluice::model {
 
-using format::AttnKind;
-using format::MlpKind;
 using kernels::Buf;
 using kernels::BufType;
 using kernels::DeviceBuffer;
@@ -24,7 +22,7 @@ using kernels::DeviceBuffer;
 // copy and the record are allocated on the first recorded pass, the MLA cache doubles as needed.
 class KimiState final : public State {
  public:
-  KimiState(const format::KimiConfig& c, kernels::Device& d) : c_(c), dev_(d) {
+  KimiState(const KimiConfig& c, kernels::Device& d) : c_(c), dev_(d) {
     const int64_t P = c.kda_dim();
     for (auto kind : c.attn) {
       if (kind == AttnKind::KDA) {
@@ -101,7 +99,7 @@ class KimiState final : public State {
     int64_t rows = 0, length_before = 0;
   };
 
-  const format::KimiConfig& c_;
+  const KimiConfig& c_;
   kernels::Device& dev_;
   std::vector<Kda> kda;  // by the ordinal of the layer among layers of its kind
   std::vector<Mla> mla;
@@ -135,8 +133,8 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   std::unique_ptr<KimiModel> m(new KimiModel());
   const std::string& dir = opt.dir;
   m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
-  m->config_ = format::load_kimi_config(dir);
-  const format::KimiConfig& c = m->config_;
+  m->config_ = load_kimi_config(dir);
+  const KimiConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(dir);
   TensorList list = kimi_tensors(c, &m->weights_);
   list.bind(m->tensors_);
@@ -154,9 +152,10 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   check_device_plan(*m->dev_, dir, {.spine_bytes = list.bytes(), .expert_bytes = resident ? m->bank_.total_record_bytes() : 0});
   list.keep(*m->dev_);
 
-  m->act_ = c.activation == format::Activation::SiTU
-                ? kernels::Activation{.kind = kernels::ActKind::SiTU, .beta_gate = c.situ_beta_gate, .beta_up = c.situ_beta_up}
-                : kernels::Activation{.kind = kernels::ActKind::SiLU};
+  const kernels::Activation act =
+      c.activation == Activation::SiTU
+          ? kernels::Activation{.kind = kernels::ActKind::SiTU, .beta_gate = c.situ_beta_gate, .beta_up = c.situ_beta_up}
+          : kernels::Activation{.kind = kernels::ActKind::SiLU};
   for (KimiLayerWeights& lw : m->weights_.layers) {
     if (lw.attn_kind != AttnKind::KDA) continue;
     KdaWeights& k = lw.kda;
@@ -172,18 +171,23 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   m->mla_spec_ = MlaSpec{.heads = c.num_heads, .q_lora_rank = c.q_lora_rank, .kv_rank = c.kv_lora_rank,
                          .nope = c.qk_nope_head_dim, .rope = c.qk_rope_head_dim, .v_dim = c.v_head_dim,
                          .norm_eps = c.mla_norm_eps, .output_gate = c.mla_output_gate};
-  m->moe_spec_ = MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
-                                    .top_k = c.experts_per_token, .groups = c.num_expert_group,
-                                    .topk_groups = c.topk_group, .renormalize = c.renormalize,
-                                    .renorm_eps = 1e-20f, .scaling = c.routed_scaling_factor},
-                         .act = m->act_, .expert_input = c.expert_input_size(),
-                         .latent = c.routed_expert_hidden_size > 0, .norm_eps = c.rms_norm_eps};
+  MlpStack& mlps = m->mlps_;
+  mlps.moe = MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
+                                .top_k = c.experts_per_token, .groups = c.num_expert_group,
+                                .topk_groups = c.topk_group, .renormalize = c.renormalize,
+                                .renorm_eps = 1e-20f, .scaling = c.routed_scaling_factor},
+                     .act = act, .expert_input = c.expert_input_size(),
+                     .latent = c.routed_expert_hidden_size > 0, .norm_eps = c.rms_norm_eps};
+  mlps.dense_act = act;
+  mlps.eps = c.rms_norm_eps;
+  for (const KimiLayerWeights& lw : m->weights_.layers)
+    mlps.layers.push_back({lw.mlp_kind == MlpKind::MoE ? &lw.moe : nullptr, &lw.dense, &lw.post_norm});
 
   if (resident) {
     m->resident_ = std::make_unique<store::ResidentExperts>(m->bank_, m->tensors_, m->dev_);
     m->experts_ = m->resident_.get();
   }
-  m->info_ = TargetInfo{.model_type = c.arch == format::KimiArch::KimiK3 ? "kimi_k3" : "kimi_linear",
+  m->info_ = TargetInfo{.model_type = c.arch == KimiArch::KimiK3 ? "kimi_k3" : "kimi_linear",
                         .family = "kimi",
                         .vocab_size = c.vocab_size,
                         .hidden_size = c.hidden_size,
@@ -194,7 +198,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   m->anchors_.reserve(anchors);
   m->sources_.reserve(anchors + 1);
   m->capture_slot_.reserve(size_t(c.num_layers));
-  m->moe_host_.reserve(c.num_experts, 64 * c.experts_per_token);
+  mlps.host.reserve(c.num_experts, 64 * c.experts_per_token);
   return m;
 }
 
@@ -221,7 +225,7 @@ void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda
 
 void KimiModel::forward(State& state, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
   KimiState& st = kimi_state(state);
-  const format::KimiConfig& c = config_;
+  const KimiConfig& c = config_;
   kernels::Device& d = *dev_;
   const int64_t T = int64_t(tokens.size()), H = c.hidden_size;
   if (T == 0) fail("forward pass with no tokens");
@@ -284,19 +288,8 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
       m_in = h;
     }
     d.rmsnorm(m_in, lw.post_norm.v, c.rms_norm_eps, normed);
-    // Guesses at the routes of the next layer (and, while the drives would otherwise idle, of the
-    // ones after it) from this layer's MLP input.
-    const int ahead = experts_ ? experts_->lookahead() : 0;
-    for (int k = 1; k <= ahead; ++k) {
-      if (l + k >= c.num_layers || c.mlp[size_t(l + k)] != MlpKind::MoE) continue;
-      const KimiLayerWeights& next = weights_.layers[size_t(l + k)];
-      moe_predict(d, moe_spec_, next.moe, next.post_norm, c.rms_norm_eps, *experts_, int(l + k), m_in, moe_host_, k);
-    }
-    if (lw.mlp_kind == MlpKind::Dense) {
-      mlp_forward(d, lw.dense, act_, normed, mlp_out);
-    } else {
-      moe_forward(d, moe_spec_, lw.moe, *experts_, int(l), normed, mlp_out, moe_host_, &counters_);
-    }
+    mlps_.predict_ahead(d, experts_, size_t(l), m_in);
+    mlps_.forward(d, experts_, size_t(l), normed, mlp_out, &counters_);
     if (B > 0) d.sum(h, prefix, mlp_out);
     else d.add(h, mlp_out);
     if (captured > 0 && capture_slot_[size_t(l)] >= 0) d.copy(cap.cols_view(capture_slot_[size_t(l)] * H, H), h);
@@ -473,7 +466,7 @@ std::vector<float> KimiModel::state_values(const State& state) const {
 }
 
 int64_t KimiModel::pass_bytes_per_row(bool record) const {
-  const format::KimiConfig& c = config_;
+  const KimiConfig& c = config_;
   const int64_t H = c.hidden_size, P = c.kda_dim(), k = c.experts_per_token, R = c.expert_input_size();
   const int64_t anchors = c.attn_res_block_size > 0 ? c.num_layers / c.attn_res_block_size + 2 : 0;
   int64_t floats = 8 * H + anchors * H;                                   // h, prefix, mix, normed, outputs
@@ -481,7 +474,7 @@ int64_t KimiModel::pass_bytes_per_row(bool record) const {
   floats += c.num_heads * (c.qk_head_dim() + 2 * c.v_head_dim) + c.kv_lora_rank + c.qk_rope_head_dim;  // MLA
   floats += c.num_experts + R + k * R + 3 * R + 2 * c.moe_intermediate_size * std::max<int64_t>(1, k);  // MoE
   floats += 2 * std::max(c.intermediate_size, c.num_shared_experts * c.moe_intermediate_size);         // MLPs
-  if (record) floats += c.count_layers(format::AttnKind::KDA) * (6 * P + c.kda_heads);
+  if (record) floats += c.count_layers(AttnKind::KDA) * (6 * P + c.kda_heads);
   return floats * int64_t(sizeof(float)) + 16 * k;
 }
 
@@ -492,7 +485,8 @@ std::unique_ptr<Target> load_kimi(const LoadOptions& opt) { return KimiModel::lo
 }  // namespace
 
 const Architecture kKimiArchitecture{"kimi", {"kimi_k3", "kimi_linear"}, load_kimi,
-                                    bank_from_text<format::parse_kimi_config, kimi_expert_bank>,
-                                    roster_from_text<format::parse_kimi_config, kimi_tensors, kimi_expert_bank>};
+                                    bank_from_text<parse_kimi_config, kimi_expert_bank>,
+                                    roster_from_text<parse_kimi_config, kimi_tensors, kimi_expert_bank>,
+                                    kimi_tiny};
 
 }  // namespace sluice::model

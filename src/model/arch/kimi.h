@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 #include "format/safetensors.h"
 #include "model/blocks/kda.h"
 #include "model/blocks/mla.h"
@@ -28,8 +28,8 @@ class ResidentExperts;
 namespace sluice::model {
 
 struct KimiLayerWeights {
-  format::AttnKind attn_kind;
-  format::MlpKind mlp_kind;
+  AttnKind attn_kind;
+  MlpKind mlp_kind;
   Param input_norm, post_norm;
   Param attn_res_norm, attn_res_proj, mlp_res_norm, mlp_res_proj;  // Block AttnRes only
   KdaWeights kda;
@@ -46,9 +46,11 @@ struct KimiWeights {
 
 // The Kimi family's one tensor list (every tensor a config implies, in checkpoint order), bound to
 // `w` (null: a list for make-tiny only). The loader, make-tiny and the expert bank all use it.
-TensorList kimi_tensors(const format::KimiConfig& c, KimiWeights* w);
+TensorList kimi_tensors(const KimiConfig& c, KimiWeights* w);
 // The routed experts a Kimi config implies.
-store::ExpertBank kimi_expert_bank(const format::KimiConfig& c);
+store::ExpertBank kimi_expert_bank(const KimiConfig& c);
+// make-tiny's hook (kimi_tiny.cpp): kimi_k3 or kimi_linear from the spec's kimi_* fields.
+TinyConfig kimi_tiny(const TinyMoeSpec& spec);
 // The registry entry of the family.
 extern const Architecture kKimiArchitecture;
 
@@ -61,7 +63,7 @@ class KimiModel final : public Target {
   static std::unique_ptr<KimiModel> load(const std::string& dir, bool resident_experts = true);
   ~KimiModel() override;
 
-  const format::KimiConfig& config() const { return config_; }
+  const KimiConfig& config() const { return config_; }
 
   const TargetInfo& info() const override { return info_; }
   kernels::Device& device() const override { return *dev_; }
@@ -90,7 +92,7 @@ class KimiModel final : public Target {
   void attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda_i, int64_t mla_i, int64_t base,
                  const PassOptions& opt, const kernels::Buf& x, kernels::Buf out);
 
-  format::KimiConfig config_;
+  KimiConfig config_;
   TargetInfo info_;
   kernels::Device* dev_ = nullptr;
   format::TensorSet tensors_;
@@ -100,11 +102,9 @@ class KimiModel final : public Target {
   store::ExpertProvider* experts_ = nullptr;
   TargetCounters counters_;
   MlaSpec mla_spec_;
-  MoeSpec moe_spec_;
-  kernels::Activation act_;
+  MlpStack mlps_;  // every layer's MLP or MoE
 
   // Host-side tables reused across passes (reserved at load).
-  MoeHost moe_host_;
   std::vector<kernels::Buf> anchors_, sources_;
   std::vector<int> capture_slot_;  // per layer: its slot in the HiddenCapture rows, or -1
 };

@@ -5,7 +5,7 @@
 
 namespace sluice::model {
 
-store::ExpertBank kimi_expert_bank(const format::KimiConfig& c) {
+store::ExpertBank kimi_expert_bank(const KimiConfig& c) {
   using store::ExpertSegment;
   using store::ExpertSlot;
   using store::SegmentRole;
@@ -13,7 +13,7 @@ store::ExpertBank kimi_expert_bank(const format::KimiConfig& c) {
   b.num_layers = c.num_layers;
   b.num_experts = c.num_experts;
   for (int l = 0; l < int(c.num_layers); ++l)
-    if (c.mlp[size_t(l)] == format::MlpKind::MoE) b.moe_layers.push_back(l);
+    if (c.mlp[size_t(l)] == MlpKind::MoE) b.moe_layers.push_back(l);
   const int64_t inter = c.moe_intermediate_size, input = c.expert_input_size();
   const kernels::WeightType type = c.experts_mxfp4 ? kernels::WeightType::MXFP4 : kernels::WeightType::BF16;
   const std::string base = c.tensor_prefix + "model.layers.{L}.block_sparse_moe.experts.{E}.w";

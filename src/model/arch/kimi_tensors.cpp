@@ -11,20 +11,17 @@
 namespace sluice::model {
 namespace {
 
-using format::AttnKind;
-using format::KimiArch;
-using format::MlpKind;
 
-std::string layer_prefix(const format::KimiConfig& c, int64_t l) { return cat(c.tensor_prefix, "model.layers.", l, "."); }
+std::string layer_prefix(const KimiConfig& c, int64_t l) { return cat(c.tensor_prefix, "model.layers.", l, "."); }
 
-int64_t a_log_entries(const format::KimiConfig& c) {
+int64_t a_log_entries(const KimiConfig& c) {
   // K3 stores one value per head padded with zeros to the head width (spec §2.4).
   return c.arch == KimiArch::KimiK3 ? std::max(c.kda_heads, c.kda_head_dim) : c.kda_heads;
 }
 
 }  // namespace
 
-TensorList kimi_tensors(const format::KimiConfig& c, KimiWeights* w) {
+TensorList kimi_tensors(const KimiConfig& c, KimiWeights* w) {
   // Without weights to bind (make-tiny) the list is built over a local copy and binds nothing.
   KimiWeights scratch;
   KimiWeights& W = w ? *w : scratch;

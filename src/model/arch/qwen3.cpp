@@ -14,7 +14,7 @@ namespace sluice::model {
 using kernels::Buf;
 using kernels::BufType;
 
-TensorList qwen3_tensors(const format::Qwen3Config& c, Qwen3Weights* w) {
+TensorList qwen3_tensors(const Qwen3Config& c, Qwen3Weights* w) {
   Qwen3Weights scratch;
   Qwen3Weights& W = w ? *w : scratch;
   W.layers.resize(size_t(c.num_layers));
@@ -50,7 +50,7 @@ TensorList qwen3_tensors(const format::Qwen3Config& c, Qwen3Weights* w) {
   return t;
 }
 
-store::ExpertBank qwen3_expert_bank(const format::Qwen3Config& c) {
+store::ExpertBank qwen3_expert_bank(const Qwen3Config& c) {
   return per_expert_swiglu_bank(c.num_layers, c.num_experts, [&c](int l) { return bool(c.sparse[size_t(l)]); },
                                 c.hidden_size, c.moe_intermediate_size, c.quant);
 }
@@ -60,8 +60,8 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const std::string& dir) { return lo
 std::unique_ptr<Qwen3Model> Qwen3Model::load(const LoadOptions& opt) {
   std::unique_ptr<Qwen3Model> m(new Qwen3Model());
   m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
-  m->config_ = format::load_qwen3_config(opt.dir);
-  const format::Qwen3Config& c = m->config_;
+  m->config_ = load_qwen3_config(opt.dir);
+  const Qwen3Config& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
   TensorList list = qwen3_tensors(c, &m->weights_);
   list.bind(m->tensors_);
@@ -74,11 +74,11 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const LoadOptions& opt) {
   m->open_experts(m->tensors_, opt.resident_experts);
   m->gqa_ = GqaSpec{.heads = c.num_heads, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
                     .norm_eps = c.rms_norm_eps, .pairs = kernels::RopePairs::Half};
-  m->moe_spec_ = MoeSpec{.router = {.score = kernels::RouterScore::Softmax, .experts = c.num_experts,
-                                    .top_k = c.experts_per_token, .renormalize = c.norm_topk_prob,
-                                    .renorm_eps = 0.0f},
-                         .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size};
-  m->moe_host_.reserve(c.num_experts, 64 * c.experts_per_token);
+  m->set_mlps(m->weights_.layers, [&c](size_t l) { return bool(c.sparse[l]); }, &Qwen3LayerWeights::mlp,
+              MoeSpec{.router = {.score = kernels::RouterScore::Softmax, .experts = c.num_experts,
+                                 .top_k = c.experts_per_token, .renormalize = c.norm_topk_prob, .renorm_eps = 0.0f},
+                      .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size},
+              c.rms_norm_eps);
 
   // transformers' fp32 frequencies (plain or YaRN) and cos/sin magnitude.
   m->set_decoder(m->weights_.embed, m->weights_.lm_head, m->weights_.final_norm, m->weights_.layers, c.rms_norm_eps,
@@ -96,20 +96,8 @@ void Qwen3Model::attention(CacheState& st, size_t l, int64_t base, const Buf& ro
   gqa_forward(*dev_, gqa_, weights_.layers[l].attn, rope, st.first(l), st.second(l), base, x, out, opt.cancel);
 }
 
-void Qwen3Model::mlp(size_t l, const Buf& x, Buf out) {
-  const Qwen3LayerWeights& w = weights_.layers[l];
-  if (config_.sparse[l]) moe_forward(*dev_, moe_spec_, w.moe, *experts_, int(l), x, out, moe_host_, &counters_);
-  else mlp_forward(*dev_, w.mlp, {.kind = kernels::ActKind::SiLU}, x, out);
-}
-
-void Qwen3Model::predict(size_t layer, const Buf& m_in, int distance) {
-  const Qwen3LayerWeights& w = weights_.layers[layer];
-  moe_predict(*dev_, moe_spec_, w.moe, w.post_norm, config_.rms_norm_eps, *experts_, int(layer), m_in, moe_host_,
-              distance);
-}
-
 int64_t Qwen3Model::pass_bytes_per_row(bool) const {
-  const format::Qwen3Config& c = config_;
+  const Qwen3Config& c = config_;
   // h, normed, out, the RoPE row, q/k/v/attention and the MLP's two intermediates.
   // h, normed, out, the RoPE row, q/k/v/attention and the MLP's two intermediates (or the MoE's
   // router logits, k expert outputs and the widest expert's intermediates).
@@ -125,7 +113,8 @@ std::unique_ptr<Target> load_qwen3(const LoadOptions& opt) { return Qwen3Model::
 }  // namespace
 
 const Architecture kQwen3Architecture{"qwen3", {"qwen3", "qwen3_moe"}, load_qwen3,
-                                    bank_from_text<format::parse_qwen3_config, qwen3_expert_bank>,
-                                    roster_from_text<format::parse_qwen3_config, qwen3_tensors, qwen3_expert_bank>};
+                                    bank_from_text<parse_qwen3_config, qwen3_expert_bank>,
+                                    roster_from_text<parse_qwen3_config, qwen3_tensors, qwen3_expert_bank>,
+                                    qwen3_tiny};
 
 }  // namespace sluice::model

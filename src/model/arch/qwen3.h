@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "format/qwen3_config.h"
+#include "model/arch/qwen3_config.h"
 #include "format/safetensors.h"
 #include "model/blocks/gqa.h"
 #include "model/blocks/mlp.h"
@@ -37,9 +37,11 @@ struct Qwen3Weights {
 };
 
 // Qwen3's one tensor list, in the order transformers saves it (make-tiny writes this order).
-TensorList qwen3_tensors(const format::Qwen3Config& c, Qwen3Weights* w);
+TensorList qwen3_tensors(const Qwen3Config& c, Qwen3Weights* w);
 // The routed experts of a qwen3_moe config (one BF16 tensor per expert and matrix, as released).
-store::ExpertBank qwen3_expert_bank(const format::Qwen3Config& c);
+store::ExpertBank qwen3_expert_bank(const Qwen3Config& c);
+// make-tiny's hook (qwen3_tiny.cpp): qwen3_moe or dense qwen3.
+TinyConfig qwen3_tiny(const TinyMoeSpec& spec);
 extern const Architecture kQwen3Architecture;
 
 class Qwen3Model final : public CacheModel {
@@ -47,7 +49,7 @@ class Qwen3Model final : public CacheModel {
   static std::unique_ptr<Qwen3Model> load(const LoadOptions& opt);
   static std::unique_ptr<Qwen3Model> load(const std::string& dir);
 
-  const format::Qwen3Config& config() const { return config_; }
+  const Qwen3Config& config() const { return config_; }
 
   int64_t pass_bytes_per_row(bool record) const override;
   const kernels::Weight& embedding() const override { return weights_.embed; }
@@ -57,15 +59,11 @@ class Qwen3Model final : public CacheModel {
   Qwen3Model() = default;
   void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
                  const kernels::Buf& x, kernels::Buf out) override;
-  void mlp(size_t layer, const kernels::Buf& x, kernels::Buf out) override;
-  void predict(size_t layer, const kernels::Buf& m_in, int distance) override;
 
-  format::Qwen3Config config_;
+  Qwen3Config config_;
   format::TensorSet tensors_;
   Qwen3Weights weights_;
   GqaSpec gqa_;
-  MoeSpec moe_spec_;
-  MoeHost moe_host_;
 };
 
 }  // namespace sluice::model

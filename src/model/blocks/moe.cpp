@@ -233,4 +233,20 @@ void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, cons
   experts.prefetch(layer, host.chosen, distance);
 }
 
+void MlpStack::predict_ahead(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& m_in) {
+  const int ahead = experts ? experts->lookahead() : 0;
+  for (int k = 1; k <= ahead; ++k) {
+    const size_t next = layer + size_t(k);
+    if (next >= layers.size() || !layers[next].moe) continue;
+    moe_predict(d, moe, *layers[next].moe, *layers[next].post_norm, eps, *experts, int(next), m_in, host, k);
+  }
+}
+
+void MlpStack::forward(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& x, Buf out,
+                       TargetCounters* counters) {
+  const MlpLayer& l = layers[layer];
+  if (l.moe) moe_forward(d, moe, *l.moe, *experts, int(layer), x, out, host, counters);
+  else mlp_forward(d, *l.dense, dense_act, x, out);
+}
+
 }  // namespace sluice::model

@@ -61,4 +61,30 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
 void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
                  store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host, int distance);
 
+// One layer's MLP as a pass sees it: its MoE (null: a dense layer, `dense`) and the norm in front
+// of it.
+struct MlpLayer {
+  const MoeWeights* moe = nullptr;
+  const MlpWeights* dense = nullptr;
+  const Param* post_norm = nullptr;
+};
+
+// The MLPs of a model's layers and what its MoE layers share across passes: the one place a pass
+// runs an MLP and looks ahead at the next layers' experts, for every architecture.
+struct MlpStack {
+  std::vector<MlpLayer> layers;
+  MoeSpec moe;                    // the MoE layers'
+  kernels::Activation dense_act;  // the dense layers'
+  float eps = 1e-6f;              // the post-attention norm's
+  MoeHost host;
+
+  // Before layer `layer`'s MLP, whose input (before its norm) is m_in: guesses at the routes of
+  // the MoE layers among the next experts->lookahead() ones (the next layer's, and while the
+  // drives would otherwise idle, the ones after it), each from its own norm and router.
+  void predict_ahead(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const kernels::Buf& m_in);
+  // Layer `layer`'s MoE or dense MLP of x (normed) into out.
+  void forward(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const kernels::Buf& x, kernels::Buf out,
+               TargetCounters* counters);
+};
+
 }  // namespace sluice::model

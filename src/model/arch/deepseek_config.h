@@ -13,7 +13,7 @@
 #include "format/quantization.h"
 #include "format/rope_params.h"
 
-namespace sluice::format {
+namespace sluice::model {
 
 struct DeepSeekConfig {
   std::string model_type;  // "deepseek_v3" or "kimi_k2"
@@ -26,10 +26,10 @@ struct DeepSeekConfig {
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.0;
   float rms_norm_eps = 1e-6f;
-  RopeParams rope;
+  format::RopeParams rope;
   bool rope_interleave = true;
   bool tie_word_embeddings = false;
-  WeightQuant quant = WeightQuant::None;
+  format::WeightQuant quant = format::WeightQuant::None;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
@@ -45,4 +45,4 @@ struct DeepSeekConfig {
 DeepSeekConfig parse_deepseek_config(const std::string& json_text, const std::string& where);
 DeepSeekConfig load_deepseek_config(const std::string& dir);
 
-}  // namespace sluice::format
+}  // namespace sluice::model

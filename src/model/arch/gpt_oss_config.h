@@ -10,7 +10,7 @@
 
 #include "format/rope_params.h"
 
-namespace sluice::format {
+namespace sluice::model {
 
 struct GptOssConfig {
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0;
@@ -21,7 +21,7 @@ struct GptOssConfig {
   bool attention_bias = true;
   float rms_norm_eps = 1e-5f;
   float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;
-  RopeParams rope;
+  format::RopeParams rope;
   bool tie_word_embeddings = false;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
@@ -36,4 +36,4 @@ struct GptOssConfig {
 GptOssConfig parse_gpt_oss_config(const std::string& json_text, const std::string& where);
 GptOssConfig load_gpt_oss_config(const std::string& dir);
 
-}  // namespace sluice::format
+}  // namespace sluice::model

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace sluice::format {
+namespace sluice::model {
 
 struct DSparkConfig {
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0;
@@ -50,4 +50,4 @@ double dspark_rope_magnitude(const DSparkConfig& c);
 DSparkConfig load_dspark_config(const std::string& dir);
 DSparkConfig parse_dspark_config(const std::string& json_text, const std::string& where);
 
-}  // namespace sluice::format
+}  // namespace sluice::model

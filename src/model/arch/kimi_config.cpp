@@ -1,6 +1,6 @@
 // config.json parsing for kimi_k3 (root + text_config, spec §1) and kimi_linear (transformers'
 // layer_types/mlp_layer_types form and Moonshot's linear_attn_config/first_k_dense_replace form).
-#include "format/kimi_config.h"
+#include "model/arch/kimi_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "format/json_util.h"
 
-namespace sluice::format {
+namespace sluice::model {
+
+using namespace format;  // the JSON field readers and the shared config pieces
 namespace {
 
 using nlohmann::json;
@@ -245,4 +247,4 @@ KimiConfig load_kimi_config(const std::string& dir) {
   return parse_kimi_config(read_json_file(path).dump(), path);
 }
 
-}  // namespace sluice::format
+}  // namespace sluice::model

@@ -1,6 +1,6 @@
 // config.json parsing and validation for the K3-native DSpark drafter, plus the RoPE/YaRN
 // constants its attention derives from the config (DeepSeek-V3's YaRN formulas).
-#include "format/dspark_config.h"
+#include "model/arch/dspark_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "format/json_util.h"
 
-namespace sluice::format {
+namespace sluice::model {
+
+using namespace format;  // the JSON field readers and the shared config pieces
 namespace {
 
 using nlohmann::json;
@@ -142,4 +144,4 @@ DSparkConfig load_dspark_config(const std::string& dir) {
   return parse_dspark_config(read_json_file(path).dump(), path);
 }
 
-}  // namespace sluice::format
+}  // namespace sluice::model

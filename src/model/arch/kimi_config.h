@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace sluice::format {
+namespace sluice::model {
 
 enum class KimiArch : uint8_t { KimiK3, KimiLinear };
 enum class AttnKind : uint8_t { KDA, MLA };
@@ -63,4 +63,4 @@ KimiConfig load_kimi_config(const std::string& dir);
 // Parses an already-read JSON text; `where` names its source in errors.
 KimiConfig parse_kimi_config(const std::string& json_text, const std::string& where);
 
-}  // namespace sluice::format
+}  // namespace sluice::model

@@ -1,6 +1,6 @@
 // config.json parsing for gpt_oss as OpenAI released it (legacy rope_scaling) and as transformers 5
 // writes it (rope_parameters, layer_types).
-#include "format/gpt_oss_config.h"
+#include "model/arch/gpt_oss_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -9,7 +9,9 @@
 #include "format/json_util.h"
 #include "format/token_ids.h"
 
-namespace sluice::format {
+namespace sluice::model {
+
+using namespace format;  // the JSON field readers and the shared config pieces
 namespace {
 
 using nlohmann::json;
@@ -112,4 +114,4 @@ GptOssConfig load_gpt_oss_config(const std::string& dir) {
   return parse_gpt_oss_config(read_json_file(path).dump(), path);
 }
 
-}  // namespace sluice::format
+}  // namespace sluice::model

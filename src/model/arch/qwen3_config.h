@@ -11,17 +11,17 @@
 #include "format/quantization.h"
 #include "format/rope_params.h"
 
-namespace sluice::format {
+namespace sluice::model {
 
 struct Qwen3Config {
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float rms_norm_eps = 1e-6f;
-  RopeParams rope;
+  format::RopeParams rope;
   bool tie_word_embeddings = false;
   // FP8 releases (Qwen3-*-FP8): every attention and MLP/expert projection is e4m3 with 128x128
   // block scales; embeddings, lm_head, the router and norms stay BF16.
-  WeightQuant quant = WeightQuant::None;
+  format::WeightQuant quant = format::WeightQuant::None;
   // Qwen3-MoE; num_experts 0 for dense Qwen3. sparse[l]: layer l's MLP is the routed experts.
   bool moe = false;
   int64_t num_experts = 0, experts_per_token = 0, moe_intermediate_size = 0;
@@ -44,4 +44,4 @@ Qwen3Config parse_qwen3_config(const std::string& json_text, const std::string& 
 Qwen3Config load_qwen3_config(const std::string& dir);
 
 
-}  // namespace sluice::format
+}  // namespace sluice::model

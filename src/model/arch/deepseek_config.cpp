@@ -1,6 +1,6 @@
 // config.json parsing for deepseek_v3 and kimi_k2 as released (legacy rope_scaling, remote-code
 // fields) and as transformers 5 writes them (rope_parameters).
-#include "format/deepseek_config.h"
+#include "model/arch/deepseek_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -9,7 +9,9 @@
 #include "format/json_util.h"
 #include "format/token_ids.h"
 
-namespace sluice::format {
+namespace sluice::model {
+
+using namespace format;  // the JSON field readers and the shared config pieces
 namespace {
 
 using nlohmann::json;
@@ -157,4 +159,4 @@ DeepSeekConfig load_deepseek_config(const std::string& dir) {
   return parse_deepseek_config(read_json_file(path).dump(), path);
 }
 
-}  // namespace sluice::format
+}  // namespace sluice::model

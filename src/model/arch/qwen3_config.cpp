@@ -1,6 +1,6 @@
 // config.json parsing for qwen3 and qwen3_moe as transformers 4.5x and 5 write it (rope_theta at
 // the root, or inside rope_parameters in transformers 5).
-#include "format/qwen3_config.h"
+#include "model/arch/qwen3_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,9 @@
 #include "format/json_util.h"
 #include "format/token_ids.h"
 
-namespace sluice::format {
+namespace sluice::model {
+
+using namespace format;  // the JSON field readers and the shared config pieces
 namespace {
 
 using nlohmann::json;
@@ -108,4 +110,4 @@ Qwen3Config load_qwen3_config(const std::string& dir) {
   return parse_qwen3_config(read_json_file(path).dump(), path);
 }
 
-}  // namespace sluice::format
+}  // namespace sluice::model
