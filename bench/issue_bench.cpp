@@ -2,11 +2,9 @@
 // GEMV shares the vector pipes with its FMAs, and this is how much each decode instruction slows
 // the stream down on the CPU at hand. Each benchmark runs 6 independent FMA chains with one
 // instruction X of a 6-chain stream after each FMA; the reported ratio is its time per FMA over
-// the time per FMA of the FMAs alone, measured alternately in the same run (the floor). On the
-// Zen 4 EPYC of docs/BENCHMARKS.md ("(2026-12-05, sixth stop)"), which retires one 512-bit FMA per
-// cycle: a 512-bit shuffle (vpermw, vpshufb, vpermps, vpmovzxwd) adds 0.50-0.57 of an FMA, a shift,
-// and or integer add 0.41, an fp add or vcvtdq2ps 0.21, vcvtph2ps 0.87, a rotate (vprolvd) or
-// vpmultishiftqb a whole one.
+// the time per FMA of the FMAs alone, measured alternately in the same run (the floor). Its
+// figures on the Zen 4 EPYC of docs/BENCHMARKS.md: sections "(2026-12-05, sixth stop)" and
+// "Design measurements behind code comments".
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 

@@ -360,8 +360,9 @@ __attribute__((target("avx512f,fma"))) float fma_chains_avx512(int64_t iters, fl
   __m512 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  // Unrolled, or GCC at -O2 keeps acc in memory and each chain waits on a store and a load: that
-  // measured half of this CPU's peak until 2026-12-05.
+  // Unrolled, or GCC at -O2 keeps acc in memory and each chain waits on a store and a load, and
+  // the peak comes out far too low (docs/BENCHMARKS.md, "Design measurements behind code
+  // comments").
   for (int64_t it = 0; it < iters; ++it)
 #pragma GCC unroll 12
     for (int i = 0; i < 12; ++i)

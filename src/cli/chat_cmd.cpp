@@ -2,7 +2,7 @@
 // conversation in the model's chat format and the session continues from the state of the prefix
 // it already consumed (as the server does); replies stream as they are decided, reasoning dimmed.
 // Ctrl-C stops a reply (the engine's cancel flag) and drops a half-typed message; Ctrl-D or /quit
-// leaves. No line-editing library: the terminal's own line discipline edits a line.
+// leaves. No line-editing library: on a terminal LineReader (terminal.h) edits a line itself.
 #include <signal.h>
 #include <unistd.h>
 

@@ -15,12 +15,11 @@ struct AlignedFree {
 
 // Which pages back a buffer. Huge: 2 MiB-aligned and advised for transparent huge pages
 // (MADV_HUGEPAGE; the kernel falls back to 4 KiB pages where it has none or THP is off). Only
-// kernels_bench asks for them (SLUICE_BENCH_PAGES=huge), to measure what TLB misses cost a GEMV:
-// on this machine one-core MXFP4 0.60-0.65 -> 0.69-0.77 of the read floor, FP8 2048x7168
-// 0.78 -> 0.85. The engine keeps 4 KiB pages: faulting huge pages in took 4.2-7.6 s per 1.76 GB
-// here against 0.8-2.6 s (memory compaction), a 16k-token prefill with its scratch in them 3.7 ->
-// 4.6-4.9 s, and streamed K3-scaled decode with its expert cache in them measured no faster
-// (92.6 against 94.8 tok/s, 256 tokens, 95 % hits).
+// kernels_bench asks for them (SLUICE_BENCH_PAGES=huge), to measure what TLB misses cost a GEMV
+// (the GEMVs run faster in them). The engine keeps 4 KiB pages: faulting huge pages in is
+// several times slower (memory compaction), a long prefill with its scratch in them was slower,
+// and streamed decode with its expert cache in them was no faster. Figures in
+// docs/BENCHMARKS.md, "Design measurements behind code comments".
 enum class Pages { Small, Huge };
 inline constexpr size_t kHugePage = size_t(2) << 20;
 

@@ -3,7 +3,8 @@
 //
 // Waiting spins first, then blocks. A decode step is a few hundred short parallel ops back to back
 // (at K3-scaled widths many take tens of microseconds), and waking a worker parked on a futex costs
-// a context switch on each side: measured, a quarter of a 2-thread decode went to the scheduler.
+// a context switch on each side: a profile of a 2-thread decode found a large share of it in the
+// scheduler (docs/BENCHMARKS.md, "Design measurements behind code comments").
 // So a worker that finished a range polls the generation for up to kSpin before it parks on the
 // condition variable, and the caller polls the pending count likewise before it parks. Whoever
 // publishes (a new generation, the last range done) notifies only when the other side announced that it

@@ -41,8 +41,9 @@ namespace {
 // The ids 0..n-1 ordered by e descending, equal values by ascending id: the order a stable sort by
 // e gives, from an LSD radix sort of the values' bit patterns (non-negative doubles order as their
 // bits; the complement makes it descending), 11 bits a pass, passes whose digit is the same for
-// every value skipped. About 1 ms for a 152k vocabulary, where std::stable_sort took ~15 ms a
-// token (a sampled decode spent longer ordering the vocabulary than in its pass).
+// every value skipped. Far cheaper than std::stable_sort at a 152k vocabulary, which made ordering
+// the vocabulary a large part of a sampled decode (docs/BENCHMARKS.md, "Design measurements behind
+// code comments").
 void order_descending(const std::vector<double>& e, std::vector<int32_t>& order, std::vector<int32_t>& spare,
                       std::vector<uint64_t>& keys, std::vector<uint64_t>& spare_keys) {
   const size_t n = e.size();

@@ -245,7 +245,7 @@ int serve_http(Service& service) {
   // Request bodies, their parsed JSON and prompts may each be as large as --max-request-bytes.
   // Blocks of 1 MiB and more are mapped on their own, so each goes back to the system when it is
   // freed (glibc's default threshold climbs to 32 MiB, and smaller freed blocks stayed in the
-  // connection threads' arenas: 388 MB resident after eight 100 MB prompts, and a 4.3 GB peak).
+  // connection threads' arenas: docs/BENCHMARKS.md, "Design measurements behind code comments").
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Signals go to one waiting thread (blocked everywhere else, including httplib's workers).
   const sigset_t stop_signals = stop_signal_set();

@@ -51,10 +51,10 @@ std::vector<double> measured_drive_speeds(const std::vector<Home>& homes);
 std::vector<std::vector<std::vector<int>>> place_experts(const ExpertBank& bank, uint64_t slot_bytes,
                                                          const PrepareOptions& opt, const Heat* heat);
 
-// Smallest part `--stripe auto` cuts a record into. On the loop-drive ladder (340/178/178/143 MB/s)
-// striping gained 11-14 % of decode where the slowest drive's part was 0.5 MiB (3 MiB records) and
-// lost 0-3.5 % where it was 0.27 MiB (1.6 MiB records): smaller reads cost more than the balance
-// gains. Real checkpoints' records are 10-45 MB, far above it.
+// Smallest part `--stripe auto` cuts a record into. On the loop-drive ladder striping paid where
+// the slowest drive's part was 0.5 MiB (3 MiB records) and lost where it was 0.27 MiB (1.6 MiB
+// records): smaller reads cost more than the balance gains (docs/BENCHMARKS.md, "Design
+// measurements behind code comments"). Real checkpoints' records are 10-45 MB, far above it.
 inline constexpr uint64_t kMinStripePart = 512 << 10;
 
 // The part of every record each home holds when striped (length 0: none), in proportion to

@@ -498,8 +498,9 @@ TEST(KernelFp8, CheckedWeightsGiveTheUncheckedBits) {
 // No kernel hands a floating-point unit a subnormal operand or relies on MXCSR's modes: with
 // denormals-are-zero and flush-to-zero set, every product gives the bits it gives without them.
 // (Intel cores take a microcode assist, some hundred cycles, for each subnormal operand: decoding
-// an FP8 subnormal code into an fp32 subnormal made DeepSeek-V3's products 25x slower there, and
-// under DAZ that decode reads those codes as zero, which this test would catch.) Random FP8 bytes
+// an FP8 subnormal code into an fp32 subnormal made DeepSeek-V3's products many times slower there
+// (docs/BENCHMARKS.md, "Design measurements behind code comments"), and under DAZ that decode reads
+// those codes as zero, which this test would catch.) Random FP8 bytes
 // hold every subnormal code; the other formats' random weights are normal numbers.
 TEST(KernelMatmul, NoSubnormalOperandsOnAnyPath) {
   std::mt19937_64 rng(test_seed() + 31);

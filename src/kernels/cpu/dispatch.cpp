@@ -30,12 +30,11 @@ int initial_fp8_hint() {
     if (v == "t1") return kFp8PrefetchT1;
     fail("SLUICE_FP8_PREFETCH=", v, " is not a prefetch hint (choose none, nta or t1)");
   }
-  // Measured (kernels_bench, one core, n = 1, ratio to the read floor): on Zen 4 the non-temporal
-  // hint, 0.72-0.84 for 2048x7168 where T1 swung between 0.55 and 0.88 with the host's load; on
-  // Intel Xeons with AMX (the GPU machine's host and a 2-core VM of the same class) T1, 0.97
-  // against NTA's 0.35 (7168x2048: 0.78 against 0.39). There NTA lines go to L1 alone and are
-  // evicted before the tile that needs them (one tile, 8 rows of the weight, later) reads them,
-  // so each line is read twice.
+  // Chosen by measurement (kernels_bench, one core, n = 1, ratio to the read floor): on Zen 4 the
+  // non-temporal hint (T1 swung with the host's load); on Intel Xeons with AMX (the GPU machine's
+  // host and a 2-core VM of the same class) T1. There NTA lines go to L1 alone and are evicted
+  // before the tile that needs them (one tile, 8 rows of the weight, later) reads them, so each
+  // line is read twice. Figures in docs/BENCHMARKS.md, "Design measurements behind code comments".
   __builtin_cpu_init();
   return __builtin_cpu_is("amd") ? kFp8PrefetchNta : kFp8PrefetchT1;
 }

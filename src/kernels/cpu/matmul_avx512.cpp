@@ -127,15 +127,14 @@ void matmul_bf16_avx512(const Weight& w, const float* x, int64_t ldx, int64_t n,
 // vpermps per 16 on 64-byte loads, vpermw per 32) this one costs least, about 4 cycles per
 // block and row at n = 1 against about 2.5 for the FMAs alone, so n = 1 is bound by the core,
 // not by memory. One vector (decode) goes nibble position by nibble position across four rows,
-// so each activation vector is loaded once per chunk for the four (0.59-0.64 -> 0.65-0.68 of the
-// read floor on one core of the Zen 4 EPYC we measure on, same bits). That core retires one
-// 512-bit FMA per cycle, so a chunk's 9 FMAs alone take as long as reading its 64 bytes at the
-// one-core floor (26 GB/s at 3.65 GHz is 9 cycles); the decode's 4 vpermw, 7 shifts, 5 ands and
-// the scales' rotate add about 7-8 cycles more (bench/issue_bench: next to a stream of FMAs a
-// shuffle costs 0.5-0.57 of an FMA, a shift or an and 0.41, vprolvd 1): 16-17 cycles per chunk
-// and row, which is what kernels_bench's 13-15 GB/s at n = 1 come to at about 3.65 GHz. With
-// n > 1 the 10 FMA-pipe operations per chunk and vector bound the tile: n = 8 costs 4.7-5x n = 1,
-// whatever the decode costs (8 x 9 FMA cycles is already 4.5x a one-vector chunk).
+// so each activation vector is loaded once per chunk for the four (faster, same bits). A Zen 4
+// core retires one 512-bit FMA per cycle, so a chunk's 9 FMAs alone take about as long as reading
+// its 64 bytes at the one-core read floor (9 cycles); the decode's 4 vpermw, 7 shifts, 5 ands and
+// the scales' rotate add about 7-8 cycles more (each instruction's cost next to a stream of FMAs:
+// bench/issue_bench): 16-17 cycles per chunk and row, which is what kernels_bench measures at
+// n = 1. With n > 1 the 10 FMA-pipe operations per chunk and vector bound the tile, whatever the
+// decode costs (8 x 9 FMA cycles is already 4.5x a one-vector chunk). Figures in
+// docs/BENCHMARKS.md, "Design measurements behind code comments".
 constexpr int64_t kChunkCols = 128;
 constexpr int64_t kChunkBlocks = kChunkCols / 32;
 

@@ -26,7 +26,7 @@ namespace sluice::kernels {
 namespace {
 
 // A one-vector tile prefetches the next tile's rows with the hint fp8_next_tile_hint() chose for
-// this CPU (non-temporally on AMD, into L2 on Intel: dispatch.cpp gives the measurements).
+// this CPU (non-temporally on AMD, into L2 on Intel: dispatch.cpp says why).
 // Prefetching the same rows further along measured slower with either hint on Zen 4 (the hardware
 // prefetcher already follows them). Tiles of several vectors read their rows once per pair of
 // vectors and keep T1.

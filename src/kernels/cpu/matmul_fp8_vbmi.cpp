@@ -6,8 +6,9 @@
 // (exact: every e4m3 value, subnormal codes included, is a normal bf16), the code's sign is ORed
 // into the high byte, and two rounds of unpacking against zero turn the byte pairs into fp32s. So
 // no operand of an FMA is an fp32 subnormal (Intel cores take a microcode assist per such operand,
-// about 25x slower for random weights, where one code in 16 is subnormal), no MXCSR mode is relied
-// on, and the NaN codes decode to NaN by the table (no scan). Nine shuffles per 64 weights.
+// and one code in 16 of random weights is subnormal: docs/BENCHMARKS.md, "Design measurements
+// behind code comments"), no MXCSR mode is relied on, and the NaN codes decode to NaN by the table
+// (no scan). Nine shuffles per 64 weights.
 //
 // The unpacks leave 128-bit lane L of decoded vector k holding columns 16L + 4k .. 16L + 4k + 3 of
 // the 64-column chunk; the activations are permuted once per call to match (permute_chunks). Per

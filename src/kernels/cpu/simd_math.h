@@ -19,7 +19,8 @@
 
 // The loops over a small constant count of vectors unrolled, so their accumulators live in
 // registers: GCC at -O2 keeps such an array in memory otherwise, and every add then waits on a
-// store and a load (the tile scores and context sums ran at about a third of their floor so).
+// store and a load (the tile scores and context sums ran far below their floor so:
+// docs/BENCHMARKS.md, "Design measurements behind code comments").
 #define SLUICE_UNROLL _Pragma("GCC unroll 16")
 
 namespace sluice::kernels::simd {
