@@ -26,13 +26,14 @@ test: build
 # tests/tsan.supp says why reports from inside the uninstrumented libcpp-httplib are suppressed.
 SAN_ASAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_TSAN = -fsanitize=thread -fno-omit-frame-pointer
-# Both sanitizer builds: -O1 (the level the sanitizers' documentation recommends) with line tables
-# and inline frames but no variable locations (-fno-var-tracking), which compiles in about half the
-# time of RelWithDebInfo's -O2 -g and gives the same report stacks (run_cmd.cpp under ASan + UBSan:
-# 42 s at -O2 -g, 23 s so). The TSan build compiles unit_tests from only the sources of the suites
-# it runs; CI runs it after the ASan build (.ci/run).
+# Both sanitizer builds: the library code at -O1 (the level the sanitizers' documentation
+# recommends) with -g1 (line tables and inline frames, what a report's stack needs; no types or
+# variables), the unit test sources and src/cli at -O0 (SLUICE_GLUE_OPT: gtest's macros and the
+# CLI's CLI11 and JSON templates, optimized under instrumentation, were over half of the ASan
+# build's compile time; the code they drive keeps -O1). The TSan build compiles unit_tests from only the sources of the suites it runs; CI
+# runs it after the ASan build (.ci/run). Compile times: docs/BENCHMARKS.md, "CI's minutes".
 SAN_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g -fno-var-tracking -DNDEBUG"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DSLUICE_GLUE_OPT=-O0
 TSAN_CMAKE = $(SAN_CMAKE)
 # The fuzz runs have their own sanitizer build (run_fuzz.sh, label fuzz); the 10 MB tokenizer inputs
 # only repeat under ASan what the release run checks, at ~10x the time; serve_load asserts that the

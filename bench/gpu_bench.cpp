@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/cuda/cuda_device.h"
-#include "kernels/device.h"
+#include "device/cuda/cuda_device.h"
+#include "device/device.h"
 
 namespace {
 
-using namespace sluice::kernels;
+using namespace sluice::device;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }

@@ -31,13 +31,13 @@
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 
 namespace {
 
-using sluice::kernels::Isa;
-using sluice::kernels::Weight;
-using sluice::kernels::WeightType;
+using sluice::device::Isa;
+using sluice::device::Weight;
+using sluice::device::WeightType;
 
 constexpr size_t kSweepBytes = size_t(256) << 20;  // far above L3, so every read comes from DRAM
 
@@ -84,8 +84,8 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols, size_t co
   shape.type = type;
   shape.rows = rows;
   shape.cols = cols;
-  const size_t data_bytes = sluice::kernels::weight_data_bytes(shape);
-  const size_t scale_bytes = sluice::kernels::weight_scale_bytes(shape);
+  const size_t data_bytes = sluice::device::weight_data_bytes(shape);
+  const size_t scale_bytes = sluice::device::weight_scale_bytes(shape);
   set.bytes_per_copy = data_bytes + scale_bytes;
   const size_t count = copies > 0 ? copies : std::max<size_t>(2, kSweepBytes / set.bytes_per_copy + 1);
   uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -134,7 +134,7 @@ WeightSet make_weight_set(WeightType type, int64_t rows, int64_t cols, size_t co
     w.data = d;
     w.scales = scale_bytes > 0 ? static_cast<const void*>(set.scales.back().get()) : nullptr;
     // Checked once, as the loaders check resident FP8 weights (weight.h: fp8_finite).
-    if (type == WeightType::FP8_E4M3) w.fp8_finite = !sluice::kernels::fp8_has_nan_code(d, data_bytes);
+    if (type == WeightType::FP8_E4M3) w.fp8_finite = !sluice::device::fp8_has_nan_code(d, data_bytes);
     set.copies.push_back(w);
   }
   return set;
@@ -252,13 +252,13 @@ void kernel_bench(benchmark::State& state, const Isa* isa, WeightType type, int6
   uint64_t s = 12345;
   for (float& v : x) v = float(int64_t(next_random(s) % 2001) - 1000) / 1000.0f;
   FloorReader floor(set.bytes_per_copy, threaded);
-  if (threaded) sluice::kernels::set_active_isa(isa->name);
+  if (threaded) sluice::device::set_active_isa(isa->name);
   std::vector<double> kernel_seconds, floor_seconds;
   size_t k = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (threaded) sluice::kernels::linear(set.copies[k], x.data(), n, y.data());
-    else sluice::kernels::linear_on(*isa, set.copies[k], x.data(), n, y.data());
+    if (threaded) sluice::device::linear(set.copies[k], x.data(), n, y.data());
+    else sluice::device::linear_on(*isa, set.copies[k], x.data(), n, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -410,7 +410,7 @@ void pass_bench(benchmark::State& state, const Isa* isa, WeightType type, int64_
   std::vector<double> kernel_seconds, peak_seconds;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    sluice::kernels::linear_on(*isa, w, x.data(), n, y.data());
+    sluice::device::linear_on(*isa, w, x.data(), n, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     const auto t1 = std::chrono::steady_clock::now();
@@ -436,8 +436,8 @@ int main(int argc, char** argv) {
   __builtin_cpu_init();
   benchmark::Initialize(&argc, argv);
   // Every kernel set (the AVX-512 one without VBMI too, on a CPU with VBMI); the engine's choice is best.
-  const std::vector<const Isa*> isas = sluice::kernels::isa_variants();
-  const Isa* best = sluice::kernels::available_isas().back();
+  const std::vector<const Isa*> isas = sluice::device::isa_variants();
+  const Isa* best = sluice::device::available_isas().back();
   struct Shape {
     int64_t rows, cols;
   };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layer rules of docs/DESIGN.md, checked on every #include "..." of src/: a folder may include
 # only the folders its row allows (data flows down, results flow up), and a device backend's own
-# headers (kernels/cpu/, kernels/cuda/) only from inside kernels/ (kernels/device.h is everything
+# headers (device/cpu/, device/cuda/) only from inside device/ (device/device.h is everything
 # else's door to the backends). Prints each violation as FILE:LINE: folder -> folder; exit 1 if any.
 # Usage: check_layers.sh <source-dir>
 set -euo pipefail
@@ -11,15 +11,15 @@ declare -A allowed=(
   [format]="core"
   [tokenizer]="core format"
   [guide]="core"
-  [kernels]="core"
-  [store]="core format kernels"
+  [device]="core"
+  [store]="core format device"
   [fetch]="core format store"
-  [model]="core format kernels store"
-  [runtime]="core fetch format guide kernels model store tokenizer"
+  [model]="core format device store"
+  [runtime]="core fetch format guide device model store tokenizer"
   [serve]="core fetch format guide runtime tokenizer"
-  [export]="core format kernels model store tokenizer"
-  [bench]="core format kernels store"
-  [cli]="bench core export fetch format guide kernels model runtime serve store tokenizer"
+  [export]="core format device model store tokenizer"
+  [bench]="core format device store"
+  [cli]="bench core export fetch format guide device model runtime serve store tokenizer"
 )
 bad=0
 for dir in "$src"/*/; do
@@ -32,8 +32,8 @@ for dir in "$src"/*/; do
       echo "${file#"$1"/}:$line: $layer -> $target"
       bad=1
     fi
-    if [ "$layer" != kernels ] && [[ "$text" =~ \#include\ \"kernels/(cpu|cuda)/ ]]; then
-      echo "${file#"$1"/}:$line: a device backend's header outside kernels/ (use kernels/device.h)"
+    if [ "$layer" != device ] && [[ "$text" =~ \#include\ \"device/(cpu|cuda)/ ]]; then
+      echo "${file#"$1"/}:$line: a device backend's header outside device/ (use device/device.h)"
       bad=1
     fi
   done < <(grep -rnE '^#include "[a-z_]+/' "$dir" --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' || true)

@@ -19,7 +19,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
-#include "kernels/device.h"
+#include "device/device.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
@@ -118,7 +118,7 @@ CpuFacts cpu_facts() {
       c.model.erase(0, c.model.find_first_not_of(' '));
       break;
     }
-  for (const kernels::DeviceBackend& b : kernels::device_backends())
+  for (const device::DeviceBackend& b : device::device_backends())
     if (b.name == "cpu") {
       c.isas = b.variants;
       c.active_isa = b.chosen;

@@ -1,11 +1,11 @@
 // `sluice devices`: what this build and machine can compute on, as --device names: each backend
-// (kernels/device.h) with its kernel sets and the devices it found (the CPU's ISAs, the best of
+// (device/device.h) with its kernel sets and the devices it found (the CPU's ISAs, the best of
 // which `--device cpu` picks; each GPU with its compute capability and memory).
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
-#include "kernels/device.h"
+#include "device/device.h"
 
 namespace sluice::cli {
 
@@ -14,7 +14,7 @@ Action register_devices(CLI::App& app) {
                                  "List the devices --device can name: CPU ISAs, and GPUs with compute capability and memory");
   return [cmd]() -> int {
     if (!cmd->parsed()) return -1;
-    for (const kernels::DeviceBackend& b : kernels::device_backends()) {
+    for (const device::DeviceBackend& b : device::device_backends()) {
       std::string variants;
       for (const std::string& v : b.variants) variants += " " + v;
       std::printf("%-13s %s\n", b.name.c_str(), b.spellings.c_str());

@@ -18,7 +18,7 @@
 #include "cli/model_facts.h"
 #include "core/error.h"
 #include "core/regular_file.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/registry.h"
 #include "store/manifest.h"
 
@@ -40,15 +40,15 @@ struct DoctorOptions {
 json gpus_json() {
   json out = json::array();
   std::vector<std::string> prefixes;
-  for (const kernels::DeviceBackend& b : kernels::device_backends())
+  for (const device::DeviceBackend& b : device::device_backends())
     if (b.accelerator && !b.chosen.empty()) prefixes.push_back(b.chosen + ":");
-  for (const std::string& name : kernels::available_devices()) {
+  for (const std::string& name : device::available_devices()) {
     bool accelerator = false;
     for (const std::string& p : prefixes) accelerator = accelerator || name.rfind(p, 0) == 0;
     if (!accelerator) continue;
     try {
-      auto d = kernels::open_device(name);
-      const kernels::Device::MemoryInfo m = d->memory();
+      auto d = device::open_device(name);
+      const device::Device::MemoryInfo m = d->memory();
       out.push_back({{"device", name}, {"name", d->name()}, {"free_bytes", m.free}, {"total_bytes", m.total}});
     } catch (const std::exception& e) {
       out.push_back({{"device", name}, {"error", e.what()}});

@@ -152,7 +152,7 @@ json model_facts(const std::string& dir) {
   if (!s.bank.empty()) {
     json matrices = json::array();
     for (const store::ExpertMatrix& m : s.bank.layout.matrices)
-      matrices.push_back({{"slot", slot_name(m.slot)}, {"type", kernels::weight_type_name(m.type)}, {"rows", m.rows},
+      matrices.push_back({{"slot", slot_name(m.slot)}, {"type", device::weight_type_name(m.type)}, {"rows", m.rows},
                           {"cols", m.cols}});
     bool fused = false;
     for (const store::ExpertSegment& seg : s.bank.layout.segments) fused = fused || store::ExpertBank::fused(seg);

@@ -61,7 +61,7 @@ ExportSummary export_deepseek2(const std::string& model_dir, const std::string& 
 
   Writer w;
   general_keys(w, arch, model_dir,
-               opt.widen_to_f32 || W.embed.type != kernels::WeightType::BF16 ? kFileAllF32 : kFileMostlyBF16);
+               opt.widen_to_f32 || W.embed.type != device::WeightType::BF16 ? kFileAllF32 : kFileMostlyBF16);
   // TextModel.set_gguf_parameters, with num_key_value_heads set to 1 (MLA as MQA).
   const bool moe = c.num_experts > 0;
   w.add_u32(a + "block_count", uint32_t(c.num_layers));
@@ -120,7 +120,7 @@ ExportSummary export_deepseek2(const std::string& model_dir, const std::string& 
     const model::MoeWeights& e = lw.moe;
     x.matrix_f32(b + "ffn_gate_inp.weight", e.router);
     x.f32(b + "exp_probs_b.bias", {c.num_experts}, e.correction_bias.host);
-    const std::vector<kernels::ExpertView> views = layer_experts(bank, ts, int(l));
+    const std::vector<device::ExpertView> views = layer_experts(bank, ts, int(l));
     x.experts(b + "ffn_gate_exps.weight", views, store::ExpertSlot::Gate);
     x.experts(b + "ffn_up_exps.weight", views, store::ExpertSlot::Up);
     x.experts(b + "ffn_down_exps.weight", views, store::ExpertSlot::Down);

@@ -75,7 +75,7 @@ ExportSummary export_gpt_oss(const std::string& model_dir, const std::string& ou
     x.f32(b + "attn_norm.weight", {H}, lw.input_norm.host);
     const struct {
       const char* name;
-      const kernels::Weight& w;
+      const device::Weight& w;
     } proj[] = {{"attn_q", lw.attn.q}, {"attn_k", lw.attn.k}, {"attn_v", lw.attn.v}, {"attn_output", lw.attn.o}};
     for (const auto& p : proj) {
       x.matrix(b + p.name + ".weight", p.w);
@@ -87,7 +87,7 @@ ExportSummary export_gpt_oss(const std::string& model_dir, const std::string& ou
     x.matrix_f32(b + "ffn_gate_inp.weight", lw.moe.router);
     x.bias(b + "ffn_gate_inp.bias", lw.moe.router);
     // gate_up rows interleave gate unit i (row 2i) and up unit i (row 2i + 1), biases likewise.
-    const std::vector<kernels::ExpertView> views = layer_experts(bank, ts, int(l));
+    const std::vector<device::ExpertView> views = layer_experts(bank, ts, int(l));
     x.experts(b + "ffn_gate_exps.weight", views, store::ExpertSlot::Gate, 0, 2);
     x.experts(b + "ffn_up_exps.weight", views, store::ExpertSlot::Gate, 1, 2);
     x.experts(b + "ffn_down_exps.weight", views, store::ExpertSlot::Down);

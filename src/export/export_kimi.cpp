@@ -28,7 +28,7 @@ using model::AttnKind;
 using model::KimiArch;
 using model::KimiConfig;
 using model::MlpKind;
-using kernels::WeightType;
+using device::WeightType;
 
 // What llama.cpp's graph for the architecture cannot express: refused by name.
 void check_expressible(const KimiConfig& c, const std::string& arch) {
@@ -206,7 +206,7 @@ ExportSummary export_kimi(const std::string& model_dir, const nlohmann::json& ro
       const model::MoeWeights& m = lw.moe;
       x.matrix_f32(b + "ffn_gate_inp.weight", m.router);
       x.f32(b + "exp_probs_b.bias", {c.num_experts}, m.correction_bias.host);
-      const std::vector<kernels::ExpertView> views = layer_experts(bank, ts, int(l));
+      const std::vector<device::ExpertView> views = layer_experts(bank, ts, int(l));
       x.experts(b + "ffn_gate_exps.weight", views, store::ExpertSlot::Gate);
       x.experts(b + "ffn_down_exps.weight", views, store::ExpertSlot::Down);
       x.experts(b + "ffn_up_exps.weight", views, store::ExpertSlot::Up);

@@ -47,7 +47,7 @@ ExportSummary export_qwen3moe(const std::string& model_dir, const std::string& o
 
   Writer w;
   general_keys(w, arch, model_dir,
-               opt.widen_to_f32 || W.embed.type != kernels::WeightType::BF16 ? kFileAllF32 : kFileMostlyBF16);
+               opt.widen_to_f32 || W.embed.type != device::WeightType::BF16 ? kFileAllF32 : kFileMostlyBF16);
   gqa_moe_keys(w, arch,
                {.layers = c.num_layers,
                 .context = format::get_int_or(root, "max_position_embeddings", 4096, "config.json"),
@@ -78,7 +78,7 @@ ExportSummary export_qwen3moe(const std::string& model_dir, const std::string& o
     x.f32(b + "attn_k_norm.weight", {D}, lw.attn.k_norm.host);
     x.f32(b + "ffn_norm.weight", {H}, lw.post_norm.host);
     x.matrix_f32(b + "ffn_gate_inp.weight", lw.moe.router);
-    const std::vector<kernels::ExpertView> views = layer_experts(bank, ts, int(l));
+    const std::vector<device::ExpertView> views = layer_experts(bank, ts, int(l));
     x.experts(b + "ffn_gate_exps.weight", views, store::ExpertSlot::Gate);
     x.experts(b + "ffn_up_exps.weight", views, store::ExpertSlot::Up);
     x.experts(b + "ffn_down_exps.weight", views, store::ExpertSlot::Down);

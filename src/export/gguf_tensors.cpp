@@ -13,7 +13,7 @@
 namespace sluice::gguf {
 namespace {
 
-using kernels::Weight;
+using device::Weight;
 
 // Checkpoint tensors may start at any byte of a mapped file: elements are read by copy.
 template <typename T>
@@ -22,7 +22,7 @@ T load(const void* base, int64_t i) {
   std::memcpy(&v, static_cast<const char*>(base) + size_t(i) * sizeof(T), sizeof(T));
   return v;
 }
-using kernels::WeightType;
+using device::WeightType;
 
 // Rows first, first + step, ... (count of them) of `m`, each as type `t`.
 void emit_rows(Sink& s, const Weight& m, TensorType t, int64_t first, int64_t step, int64_t count) {
@@ -41,11 +41,11 @@ void emit_rows(Sink& s, const Weight& m, TensorType t, int64_t first, int64_t st
         }
         break;
       case TensorType::BF16:
-        SLUICE_CHECK(m.type == WeightType::BF16, "BF16 rows from a ", kernels::weight_type_name(m.type), " weight");
+        SLUICE_CHECK(m.type == WeightType::BF16, "BF16 rows from a ", device::weight_type_name(m.type), " weight");
         s.write(static_cast<const char*>(m.data) + size_t(r * cols) * 2, size_t(cols) * 2);
         break;
       case TensorType::MXFP4:
-        SLUICE_CHECK(m.type == WeightType::MXFP4, "MXFP4 rows from a ", kernels::weight_type_name(m.type), " weight");
+        SLUICE_CHECK(m.type == WeightType::MXFP4, "MXFP4 rows from a ", device::weight_type_name(m.type), " weight");
         repack_mxfp4_row(static_cast<const uint8_t*>(m.data) + r * (cols / 2),
                          static_cast<const uint8_t*>(m.scales) + r * (cols / 32), cols, blocks.data());
         s.write(blocks.data(), blocks.size());
@@ -54,7 +54,7 @@ void emit_rows(Sink& s, const Weight& m, TensorType t, int64_t first, int64_t st
   }
 }
 
-const Weight& slot_of(const kernels::ExpertView& v, store::ExpertSlot slot) {
+const Weight& slot_of(const device::ExpertView& v, store::ExpertSlot slot) {
   switch (slot) {
     case store::ExpertSlot::Gate: return v.gate;
     case store::ExpertSlot::Up: return v.up;
@@ -96,18 +96,18 @@ void weight_row_f32(const Weight& m, int64_t r, float* out) {
       return;
     }
     case WeightType::FP8_E4M3: {
-      const int64_t B = kernels::kFp8Block, col_blocks = (cols + B - 1) / B;
+      const int64_t B = device::kFp8Block, col_blocks = (cols + B - 1) / B;
       const uint8_t* q = static_cast<const uint8_t*>(m.data) + r * cols;
       for (int64_t k = 0; k < cols; ++k) out[k] = e4m3_to_f32(q[k]) * load<float>(m.scales, (r / B) * col_blocks + k / B);
       return;
     }
     case WeightType::INT4_G32: {
-      const int64_t groups = cols / kernels::kInt4Group;
+      const int64_t groups = cols / device::kInt4Group;
       float values[16];
       for (int64_t g = 0; g < groups; ++g) {
-        kernels::int4_group_values(load<uint16_t>(m.scales, r * groups + g), values);
-        for (int64_t j = 0; j < kernels::kInt4Group / 8; ++j) {  // eight codes per word, element 8j+i at bits 4i
-          const int64_t k = g * kernels::kInt4Group + j * 8;
+        device::int4_group_values(load<uint16_t>(m.scales, r * groups + g), values);
+        for (int64_t j = 0; j < device::kInt4Group / 8; ++j) {  // eight codes per word, element 8j+i at bits 4i
+          const int64_t k = g * device::kInt4Group + j * 8;
           const uint32_t word = load<uint32_t>(m.data, r * (cols / 8) + k / 8);
           for (int i = 0; i < 8; ++i) out[k + i] = values[(word >> (4 * i)) & 15];
         }
@@ -211,31 +211,31 @@ void TensorEmitter::kv_b(const std::string& blk, const Weight& m, int64_t H, int
   });
 }
 
-void TensorEmitter::experts(const std::string& name, const std::vector<kernels::ExpertView>& views,
+void TensorEmitter::experts(const std::string& name, const std::vector<device::ExpertView>& views,
                             store::ExpertSlot slot, int64_t first, int64_t step) {
   SLUICE_CHECK(!views.empty(), name, ": no experts");
   const Weight& w0 = slot_of(views[0], slot);
   const int64_t rows = (w0.rows - first + step - 1) / step, cols = w0.cols;
-  for (const kernels::ExpertView& v : views) {
+  for (const device::ExpertView& v : views) {
     const Weight& m = slot_of(v, slot);
     SLUICE_CHECK(m.type == w0.type && m.rows == w0.rows && m.cols == w0.cols, name, ": experts differ in format or shape");
   }
   const TensorType t = type_of(w0, name);
   std::vector<Weight> ws;
-  for (const kernels::ExpertView& v : views) ws.push_back(slot_of(v, slot));
+  for (const device::ExpertView& v : views) ws.push_back(slot_of(v, slot));
   const int64_t X = int64_t(ws.size());
   w_.add_tensor(name, {cols, rows, X}, t, [ws = std::move(ws), t, first, step, rows](Sink& s) {
     for (const Weight& m : ws) emit_rows(s, m, t, first, step, rows);
   });
 }
 
-void TensorEmitter::expert_biases(const std::string& name, const std::vector<kernels::ExpertView>& views,
+void TensorEmitter::expert_biases(const std::string& name, const std::vector<device::ExpertView>& views,
                                   store::ExpertSlot slot, int64_t first, int64_t step) {
   SLUICE_CHECK(!views.empty(), name, ": no experts");
   const int64_t rows = (slot_of(views[0], slot).rows - first + step - 1) / step;
   std::vector<float> v;
   v.reserve(size_t(rows) * views.size());
-  for (const kernels::ExpertView& e : views) {
+  for (const device::ExpertView& e : views) {
     const Weight& m = slot_of(e, slot);
     SLUICE_CHECK(m.bias, name, ": an expert has no bias");
     for (int64_t i = 0; i < rows; ++i) v.push_back(bias_at(m, first + i * step));
@@ -243,8 +243,8 @@ void TensorEmitter::expert_biases(const std::string& name, const std::vector<ker
   f32(name, {rows, int64_t(views.size())}, std::move(v));
 }
 
-std::vector<kernels::ExpertView> layer_experts(const store::ExpertBank& bank, const format::TensorSet& ts, int layer) {
-  std::vector<kernels::ExpertView> out;
+std::vector<device::ExpertView> layer_experts(const store::ExpertBank& bank, const format::TensorSet& ts, int layer) {
+  std::vector<device::ExpertView> out;
   for (int e = 0; e < int(bank.num_experts); ++e) {
     const std::vector<const std::byte*> seg = store::expert_segments(bank, ts, layer, e);
     bank.layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", layer));

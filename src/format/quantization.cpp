@@ -19,7 +19,7 @@ using nlohmann::json;
 QuantConfig parse_fp8(const json& q, const std::string& qw) {
   const std::string fmt = get_string_or(q, "fmt", "e4m3", qw);
   if (fmt != "e4m3") fail(qw, ": fmt '", fmt, "' is not supported (FP8 weights must be e4m3)");
-  // The kernels' block (kernels::kFp8Block); format/ sits below kernels/ and repeats the number.
+  // The kernels' block (device::kFp8Block); format/ sits below device/ and repeats the number.
   const std::vector<int64_t> block = get_int_list(q, "weight_block_size", qw);
   if (block != std::vector<int64_t>{128, 128}) fail(qw, ": weight_block_size must be [128, 128] (one scale per block)");
   const std::string act = get_string_or(q, "activation_scheme", "dynamic", qw);

@@ -32,7 +32,7 @@ RopeParams parse_rope_params(const nlohmann::json& root, double default_theta, i
                              const std::string& where);
 
 // Inverse frequencies of the dim/2 rotated pairs as transformers computes them in fp32 (each value
-// is an fp32 number held in a double, ready for kernels::RopeSpec with f64_angles false).
+// is an fp32 number held in a double, ready for device::RopeSpec with f64_angles false).
 std::vector<double> rope_inv_freq(const RopeParams& p, int64_t dim);
 
 // The magnitude transformers multiplies cos and sin by (YaRN's attention_factor; 1 for plain RoPE).

@@ -11,9 +11,9 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::DeviceBuffer;
+using device::Buf;
+using device::BufType;
+using device::DeviceBuffer;
 
 namespace {
 
@@ -25,7 +25,7 @@ class CacheSnapshot final : public Snapshot {
 
 }  // namespace
 
-CacheState::CacheState(kernels::Device& d, std::vector<CacheWidths> widths)
+CacheState::CacheState(device::Device& d, std::vector<CacheWidths> widths)
     : dev_(d), widths_(std::move(widths)), caches_(widths_.size()) {
   reserve(256);
 }
@@ -77,14 +77,14 @@ std::unique_ptr<State> CacheModel::new_state() const { return std::make_unique<C
 void CacheModel::forward(State& state, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
   CacheState& st = cache_state(state);
   const Decoder& dc = decoder_;
-  kernels::Device& d = *dev_;
+  device::Device& d = *dev_;
   const int64_t T = int64_t(tokens.size()), H = dc.hidden, L = int64_t(dc.input_norm.size());
   check_token_ids(tokens, dc.vocab);
   require_experts();
   const int64_t captured = capture_slots(opt.capture, L, capture_slot_);
   const int64_t base = begin_pass(st, T);
 
-  kernels::ScratchScope pass(d);
+  device::ScratchScope pass(d);
   Buf table = dc.rope_dim > 0 ? d.scratch(BufType::F32, T, dc.rope_dim) : Buf{};
   if (dc.rope_dim > 0) d.rope_table(dc.rope, base, table);
   Buf h = d.scratch(BufType::F32, T, H);
@@ -110,7 +110,7 @@ void CacheModel::forward(State& state, std::span<const int32_t> tokens, const Pa
   Buf fn = d.scratch(BufType::F32, rows, H);
   d.rmsnorm(h.rows_view(first, rows), dc.final_norm, dc.eps, fn);
   Buf lg = d.scratch(BufType::F32, rows, dc.vocab);
-  const kernels::LinearOut head[] = {{&dc.lm_head, lg}};
+  const device::LinearOut head[] = {{&dc.lm_head, lg}};
   d.linear(fn, head);
   d.download(lg, logits);                                // sync point: the logits
   if (captured > 0) d.download(cap, opt.capture->rows);  // sync point: a drafter's rows

@@ -37,20 +37,20 @@ struct CacheWidths {
 
 class CacheState final : public State {
  public:
-  CacheState(kernels::Device& d, std::vector<CacheWidths> widths);
+  CacheState(device::Device& d, std::vector<CacheWidths> widths);
   int64_t length() const override { return length_; }
   void reset() override;
   // Room for `positions` rows in every cache (grows geometrically, keeping the rows held).
   void reserve(int64_t positions);
-  const kernels::Buf& first(size_t layer) const { return caches_[layer].first.buf(); }
-  const kernels::Buf& second(size_t layer) const { return caches_[layer].second.buf(); }
+  const device::Buf& first(size_t layer) const { return caches_[layer].first.buf(); }
+  const device::Buf& second(size_t layer) const { return caches_[layer].second.buf(); }
 
  private:
   friend class CacheModel;
   struct Layer {
-    kernels::DeviceBuffer first, second;
+    device::DeviceBuffer first, second;
   };
-  kernels::Device& dev_;
+  device::Device& dev_;
   std::vector<CacheWidths> widths_;
   std::vector<Layer> caches_;
   int64_t length_ = 0, capacity_ = 0;
@@ -63,7 +63,7 @@ class CacheModel : public Target {
   ~CacheModel() override;
 
   const TargetInfo& info() const override { return info_; }
-  kernels::Device& device() const override { return *dev_; }
+  device::Device& device() const override { return *dev_; }
   const store::ExpertBank* expert_bank() const override { return bank_.empty() ? nullptr : &bank_; }
   void set_expert_provider(store::ExpertProvider* p) override;
   store::ExpertProvider* expert_provider() const override { return experts_; }
@@ -84,18 +84,18 @@ class CacheModel : public Target {
  protected:
   // The weights around the layers and the pass-wide RoPE table (rope_dim columns, 0: none).
   struct Decoder {
-    kernels::Weight embed, lm_head;
-    kernels::Vec final_norm;
-    std::vector<kernels::Vec> input_norm, post_norm;  // per layer
+    device::Weight embed, lm_head;
+    device::Vec final_norm;
+    std::vector<device::Vec> input_norm, post_norm;  // per layer
     float eps = 1e-6f;
     int64_t vocab = 0, hidden = 0;
-    kernels::RopeSpec rope;
+    device::RopeSpec rope;
     int64_t rope_dim = 0;
   };
   // Layer `layer`'s attention of x (the normed rows at positions base..) into out, reading and
   // writing its caches in st; rope is the pass's [T, rope_dim] cos/sin table.
-  virtual void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope,
-                         const PassOptions& opt, const kernels::Buf& x, kernels::Buf out) = 0;
+  virtual void attention(CacheState& st, size_t layer, int64_t base, const device::Buf& rope,
+                         const PassOptions& opt, const device::Buf& x, device::Buf out) = 0;
 
   CacheModel();
   // Checks the state's kind, reserves room for T more rows and starts a pass at its length (the
@@ -108,7 +108,7 @@ class CacheModel : public Target {
   // `input_norm` and `post_norm` Params), the final norm, embedding and lm_head, and transformers'
   // RoPE of `rope_dim` channels (plain or YaRN, fp32 frequencies, cos/sin magnitude).
   template <class LayerWeights>
-  void set_decoder(const kernels::Weight& embed, const kernels::Weight& lm_head, const Param& final_norm,
+  void set_decoder(const device::Weight& embed, const device::Weight& lm_head, const Param& final_norm,
                    const std::vector<LayerWeights>& layers, float eps, int64_t vocab, int64_t hidden,
                    const format::RopeParams& rope, int64_t rope_dim) {
     Decoder& dc = decoder_;
@@ -133,7 +133,7 @@ class CacheModel : public Target {
   void set_mlps(const std::vector<LayerWeights>& layers, IsMoe is_moe, const MlpWeights LayerWeights::*dense,
                 const MoeSpec& moe, float eps) {
     mlps_.moe = moe;
-    mlps_.dense_act = {.kind = kernels::ActKind::SiLU};
+    mlps_.dense_act = {.kind = device::ActKind::SiLU};
     mlps_.eps = eps;
     mlps_.host.reserve(moe.router.experts, 64 * moe.router.top_k);
     mlps_.layers.clear();
@@ -149,7 +149,7 @@ class CacheModel : public Target {
   void require_experts() const;
 
   TargetInfo info_;
-  kernels::Device* dev_ = nullptr;
+  device::Device* dev_ = nullptr;
   Decoder decoder_;
   MlpStack mlps_;  // every layer's MLP or MoE (filled by the architecture's loader)
   std::vector<CacheWidths> cache_widths_;  // per layer

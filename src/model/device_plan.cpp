@@ -14,7 +14,7 @@ std::string gib(size_t bytes) {
 }
 }  // namespace
 
-std::string device_plan_refusal(const std::string& device, const kernels::Device::MemoryInfo& m, const DevicePlan& plan) {
+std::string device_plan_refusal(const std::string& device, const device::Device::MemoryInfo& m, const DevicePlan& plan) {
   if (m.total == 0) return {};
   const size_t need = plan.spine_bytes + plan.expert_bytes + kDeviceWorkingBytes;
   if (need <= m.free) return {};
@@ -26,7 +26,7 @@ std::string device_plan_refusal(const std::string& device, const kernels::Device
              gib(kDeviceWorkingBytes), ") and ", gib(m.free), " of ", gib(m.total), " is free; ", advice);
 }
 
-void check_device_plan(const kernels::Device& d, const std::string& dir, const DevicePlan& plan) {
+void check_device_plan(const device::Device& d, const std::string& dir, const DevicePlan& plan) {
   const std::string why = device_plan_refusal(d.name(), d.memory(), plan);
   if (!why.empty()) fail(dir, ": ", why);
 }

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/device.h"
+#include "device/device.h"
 
 namespace sluice::model {
 
@@ -22,10 +22,10 @@ inline constexpr size_t kDeviceWorkingBytes = size_t(1) << 30;
 
 // The refusal for `plan` on a device named `device` with memory `m`: empty when it fits (or the
 // device has no memory of its own), else the one-line reason with the numbers and what to do.
-std::string device_plan_refusal(const std::string& device, const kernels::Device::MemoryInfo& m, const DevicePlan& plan);
+std::string device_plan_refusal(const std::string& device, const device::Device::MemoryInfo& m, const DevicePlan& plan);
 
 // Throws a one-line error naming the model directory, the device, the plan and the free memory
 // when the plan plus kDeviceWorkingBytes exceeds what the device has free. No-op on the CPU.
-void check_device_plan(const kernels::Device& d, const std::string& dir, const DevicePlan& plan);
+void check_device_plan(const device::Device& d, const std::string& dir, const DevicePlan& plan);
 
 }  // namespace sluice::model

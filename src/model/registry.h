@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/target.h"
 #include "model/tensor_list.h"
 #include "store/expert_bank.h"
@@ -21,7 +21,7 @@ struct TinyConfig;
 
 struct LoadOptions {
   std::string dir;                      // config.json + safetensors
-  kernels::Device* device = nullptr;    // null: the process-wide CPU device
+  device::Device* device = nullptr;    // null: the process-wide CPU device
   // false: the checkpoint's routed-expert tensors are not touched and an expert provider must be
   // set before the first pass (the streaming store).
   bool resident_experts = true;

@@ -51,7 +51,7 @@ void StateWriter::head(const std::string& model_type, int64_t length, int64_t bu
   put_u64(out_, uint64_t(buffers));
 }
 
-void StateWriter::rows(const kernels::Buf& b) {
+void StateWriter::rows(const device::Buf& b) {
   put_u64(out_, uint64_t(b.rows));
   put_u64(out_, uint64_t(b.cols));
   if (b.size() == 0) return;
@@ -83,7 +83,7 @@ int64_t StateReader::head(const std::string& model_type, int64_t buffers, uint64
   return int64_t(length);
 }
 
-void StateReader::rows(kernels::Buf b, const char* what) {
+void StateReader::rows(device::Buf b, const char* what) {
   const uint64_t rows = get_u64(in_), cols = get_u64(in_);
   if (rows != uint64_t(b.rows) || cols != uint64_t(b.cols))
     fail("state: ", what, " is [", rows, ", ", cols, "], expected [", b.rows, ", ", b.cols, "]");

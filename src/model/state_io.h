@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
+#include "device/device.h"
 
 namespace sluice::model {
 
@@ -48,28 +48,28 @@ class BytesSource final : public StateSource {
 // Writes the framing's head (model type, length, buffer count) and the buffers in order.
 class StateWriter {
  public:
-  StateWriter(kernels::Device& d, StateSink& out) : dev_(d), out_(out) {}
+  StateWriter(device::Device& d, StateSink& out) : dev_(d), out_(out) {}
   void head(const std::string& model_type, int64_t length, int64_t buffers);
-  void rows(const kernels::Buf& b);  // its shape, then its rows (host-dense, little-endian fp32)
+  void rows(const device::Buf& b);  // its shape, then its rows (host-dense, little-endian fp32)
 
  private:
-  kernels::Device& dev_;
+  device::Device& dev_;
   StateSink& out_;
   std::vector<float> chunk_;
 };
 
 class StateReader {
  public:
-  StateReader(kernels::Device& d, StateSource& in) : dev_(d), in_(in) {}
+  StateReader(device::Device& d, StateSource& in) : dev_(d), in_(in) {}
   // Checks the model type and the buffer count, and that exactly the bytes of `buffers` buffers of
   // fixed_floats + length * floats_per_position values in all remain (so nothing is allocated for
   // a length the bytes cannot hold); returns the length.
   int64_t head(const std::string& model_type, int64_t buffers, uint64_t fixed_floats, uint64_t floats_per_position);
   // Reads a buffer of exactly b's shape into b (what must be `what` in messages).
-  void rows(kernels::Buf b, const char* what);
+  void rows(device::Buf b, const char* what);
 
  private:
-  kernels::Device& dev_;
+  device::Device& dev_;
   StateSource& in_;
   std::vector<float> chunk_;
 };

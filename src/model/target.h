@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/pass_options.h"
 #include "model/state_io.h"
 #include "store/expert_bank.h"
@@ -64,7 +64,7 @@ class Target {
  public:
   virtual ~Target() = default;
   virtual const TargetInfo& info() const = 0;
-  virtual kernels::Device& device() const = 0;
+  virtual device::Device& device() const = 0;
 
   // The routed experts this model streams (null for a dense model) and where they come from now.
   // Not owned; the resident checkpoint is the default source.
@@ -121,8 +121,8 @@ class Target {
 
   // The token embedding and the lm_head as kept on the device: a drafter that runs on them (DSpark)
   // uses these.
-  virtual const kernels::Weight& embedding() const = 0;
-  virtual const kernels::Weight& lm_head() const = 0;
+  virtual const device::Weight& embedding() const = 0;
+  virtual const device::Weight& lm_head() const = 0;
 
  private:
   [[noreturn]] void no_recurrent_part() const {

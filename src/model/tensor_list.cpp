@@ -73,11 +73,11 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
-TensorSpec& TensorList::matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt) {
+TensorSpec& TensorList::matrix(std::string name, int64_t rows, int64_t cols, device::Weight* dst, DType dt) {
   if (dt == DType::F8_E4M3) {
     // The block scales come first in the list so that the matrix stays its last entry (callers
     // set aliases on the returned spec); weight_matrix() binds them with the values.
-    const int64_t B = kernels::kFp8Block;
+    const int64_t B = device::kFp8Block;
     specs_.push_back(TensorSpec{.name = fp8_scale_name(name), .dtype = DType::F32,
                                 .shape = {(rows + B - 1) / B, (cols + B - 1) / B}, .init = Init::BlockScale,
                                 .init_arg = cols});
@@ -95,7 +95,7 @@ TensorSpec& TensorList::param(std::string name, std::vector<int64_t> shape, Para
   return specs_.back();
 }
 
-TensorSpec& TensorList::bias(std::string name, int64_t rows, kernels::Weight* of, DType dt) {
+TensorSpec& TensorList::bias(std::string name, int64_t rows, device::Weight* of, DType dt) {
   specs_.push_back(TensorSpec{.name = std::move(name), .dtype = dt, .shape = {rows}, .init = Init::Bias, .bias_of = of});
   return specs_.back();
 }
@@ -129,17 +129,17 @@ void TensorList::bind(const format::TensorSet& ts) const {
   }
 }
 
-void TensorList::keep(kernels::Device& d) const {
+void TensorList::keep(device::Device& d) const {
   for (const TensorSpec& s : specs_) {
     if (s.matrix && !s.matrix->empty()) *s.matrix = d.keep(*s.matrix);
-    if (s.param) s.param->v = s.param->empty() ? kernels::Vec{} : d.keep(std::span<const float>(s.param->host));
+    if (s.param) s.param->v = s.param->empty() ? device::Vec{} : d.keep(std::span<const float>(s.param->host));
   }
 }
 
 size_t TensorList::bytes() const {
   size_t n = 0;
   for (const TensorSpec& s : specs_) {
-    if (s.matrix) n += kernels::weight_bytes(*s.matrix);
+    if (s.matrix) n += device::weight_bytes(*s.matrix);
     if (s.param) n += s.param->host.size() * sizeof(float);
   }
   return n;
@@ -175,22 +175,22 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
+device::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols) {
   const TensorInfo& t = ts.get(name);
   if (t.shape != std::vector<int64_t>{rows, cols})
     fail(ts.dir(), ": tensor ", name, " has shape ", shape_str(t.shape), ", config implies [", rows, ", ", cols, "]");
-  kernels::Weight w;
+  device::Weight w;
   w.rows = rows;
   w.cols = cols;
   w.data = t.data;
   if (t.dtype == DType::BF16) {
-    w.type = kernels::WeightType::BF16;
+    w.type = device::WeightType::BF16;
   } else if (t.dtype == DType::F32) {
-    w.type = kernels::WeightType::F32;
+    w.type = device::WeightType::F32;
   } else if (t.dtype == DType::F8_E4M3) {
-    w.type = kernels::WeightType::FP8_E4M3;
+    w.type = device::WeightType::FP8_E4M3;
     w.scales = fp8_block_scales(ts, name, rows, cols);
-    w.fp8_finite = !kernels::fp8_has_nan_code(reinterpret_cast<const uint8_t*>(t.data), size_t(rows * cols));
+    w.fp8_finite = !device::fp8_has_nan_code(reinterpret_cast<const uint8_t*>(t.data), size_t(rows * cols));
   } else {
     fail(ts.dir(), ": tensor ", name, " has dtype ", dtype_name(t.dtype), ", expected BF16, F32 or F8_E4M3");
   }
@@ -202,7 +202,7 @@ const float* fp8_block_scales(const format::TensorSet& ts, const std::string& na
   if (!ts.find(sname))
     fail(ts.dir(), ": tensor ", name, " is F8_E4M3 but its block scales ", sname, " are missing");
   const TensorInfo& s = ts.get(sname);
-  const int64_t B = kernels::kFp8Block;
+  const int64_t B = device::kFp8Block;
   const std::vector<int64_t> grid{(rows + B - 1) / B, (cols + B - 1) / B};
   if (s.dtype != DType::F32)
     fail(ts.dir(), ": tensor ", sname, " has dtype ", dtype_name(s.dtype), ", expected F32 (one scale per ", B, "x", B,

@@ -10,7 +10,7 @@
 
 #include "core/dtype.h"
 #include "format/safetensors.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "store/expert_bank.h"
 
 namespace sluice::model {
@@ -28,7 +28,7 @@ enum class Init : uint8_t {
 // A small fp32 parameter (norm weights, biases, conv taps): widened on the host, kept on the device.
 struct Param {
   std::vector<float> host;
-  kernels::Vec v;
+  device::Vec v;
   bool empty() const { return host.empty(); }
 };
 
@@ -41,9 +41,9 @@ struct TensorSpec {
   int64_t init_rows = 0;      // MatrixShape: the matrix's rows (init_arg: its columns)
   // Where the loader binds it: a [shape[0], shape[1]] matrix (BF16, F32 or FP8, used in place) or a
   // parameter of numel(shape) elements (F32, BF16 or F16, widened). Neither: checked, not bound.
-  kernels::Weight* matrix = nullptr;
+  device::Weight* matrix = nullptr;
   Param* param = nullptr;
-  kernels::Weight* bias_of = nullptr;  // a [rows] BF16 or F32 bias of an earlier-listed matrix
+  device::Weight* bias_of = nullptr;  // a [rows] BF16 or F32 bias of an earlier-listed matrix
   std::vector<std::string> aliases;  // other names a checkpoint may use for it
   int experts_of_layer = -1;         // >= 0: stands for every routed-expert tensor of that layer
   int64_t numel() const;
@@ -54,10 +54,10 @@ class TensorList {
   // A matrix bound as a Weight (BF16, F32, or F8_E4M3 with its block scales, whatever dt says).
   // dt F8_E4M3 (a config whose quantization_config says FP8) also lists the F32 block scales
   // (fp8_scale_name) before it, which the checkpoint must then hold.
-  TensorSpec& matrix(std::string name, int64_t rows, int64_t cols, kernels::Weight* dst, DType dt = DType::BF16);
+  TensorSpec& matrix(std::string name, int64_t rows, int64_t cols, device::Weight* dst, DType dt = DType::BF16);
   TensorSpec& param(std::string name, std::vector<int64_t> shape, Param* dst, Init init, DType dt = DType::BF16);
   // The bias of `of`, a matrix listed before it (bound into its Weight, used in place).
-  TensorSpec& bias(std::string name, int64_t rows, kernels::Weight* of, DType dt = DType::BF16);
+  TensorSpec& bias(std::string name, int64_t rows, device::Weight* of, DType dt = DType::BF16);
   // The routed experts of `layer` (expanded from the expert bank where the tensors are written).
   void experts(int layer);
 
@@ -66,7 +66,7 @@ class TensorList {
   // it. Throws naming the directory and the tensor.
   void bind(const format::TensorSet& ts) const;
   // Makes every bound matrix and parameter usable by the device.
-  void keep(kernels::Device& d) const;
+  void keep(device::Device& d) const;
   // The bytes of every bound matrix (values, scales, bias) and parameter: what keep() copies to a
   // device with its own memory.
   size_t bytes() const;
@@ -87,7 +87,7 @@ std::string fp8_scale_name(const std::string& weight_name);
 const float* fp8_block_scales(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
 // Tensor `name` of `ts` as a [rows, cols] BF16, F32 or FP8 (with its block scales) matrix pointing
 // into the mapped file.
-kernels::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
+device::Weight weight_matrix(const format::TensorSet& ts, const std::string& name, int64_t rows, int64_t cols);
 // A vector-like tensor of exactly `numel` elements (F32, BF16 or F16), widened to fp32.
 std::vector<float> float_vector(const format::TensorSet& ts, const std::string& name, int64_t numel);
 // Throws for an id outside 0..vocab-1, naming it and its position.

@@ -22,7 +22,7 @@
 
 namespace sluice::runtime {
 
-std::string device_help() { return kernels::device_help(); }
+std::string device_help() { return device::device_help(); }
 
 namespace {
 
@@ -30,11 +30,11 @@ namespace {
 // free now (after the resident part) less a reserve for scratch, a fifth of its memory and at least
 // 4 GiB (a long prompt's attention scores are the largest scratch). 0 on a device without memory
 // of its own, where "auto" means off.
-uint64_t tier_budget(const std::string& opt, const kernels::Device& d) {
-  const bool has_memory = d.place() == kernels::Place::Device;
+uint64_t tier_budget(const std::string& opt, const device::Device& d) {
+  const bool has_memory = d.place() == device::Place::Device;
   if (opt == "auto") {
     if (!has_memory) return 0;
-    const kernels::Device::MemoryInfo m = d.memory();
+    const device::Device::MemoryInfo m = d.memory();
     const uint64_t reserve = std::max<uint64_t>(uint64_t(4) << 30, m.total / 5);
     return m.free > reserve ? m.free - reserve : 0;
   }
@@ -64,9 +64,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   // block or confuse the loaders below: refuse it by name first.
   require_regular_model_files(opt.model_dir);
   e->tokenizer_ = tokenizer::load_tokenizer(opt.model_dir);
-  kernels::Device* device = &kernels::cpu_device();
+  device::Device* device = &device::cpu_device();
   if (opt.device != "cpu") {
-    e->own_device_ = kernels::open_device(opt.device);
+    e->own_device_ = device::open_device(opt.device);
     device = e->own_device_.get();
   }
   e->model_ = model::load_target({.dir = opt.model_dir, .device = device, .resident_experts = !stream});

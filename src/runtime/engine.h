@@ -15,7 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "guide/token_mask.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/target.h"
 #include "runtime/generate.h"
 #include "runtime/router_trace.h"
@@ -77,7 +77,7 @@ class Engine {
   model::Target& model() { return *model_; }
   const model::Target& model() const { return *model_; }
   const model::TargetInfo& info() const { return model_->info(); }
-  kernels::Device& device() { return model_->device(); }
+  device::Device& device() { return model_->device(); }
   // The model directory's tokenizer, or null when it has none (ids in, ids out).
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   Drafter* drafter() const { return drafter_.get(); }
@@ -109,7 +109,7 @@ class Engine {
   Engine() = default;
   EngineOptions opt_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<kernels::Device> own_device_;  // null: the process-wide CPU device
+  std::unique_ptr<device::Device> own_device_;  // null: the process-wide CPU device
   std::unique_ptr<model::Target> model_;
   std::unique_ptr<store::StreamingExperts> store_;
   std::unique_ptr<store::DeviceTier> tier_;  // after store_: destroyed before it

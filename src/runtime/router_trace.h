@@ -17,7 +17,7 @@ class RouteRecorder : public store::ExpertProvider {
   RouteRecorder(store::ExpertProvider* inner, const std::string& path, int64_t num_layers, int64_t num_experts);
   ~RouteRecorder() override;
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(kernels::ExpertView* out) override { return inner_->next_ready(out); }
+  int next_ready(device::ExpertView* out) override { return inner_->next_ready(out); }
   void release(int layer) override { inner_->release(layer); }
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override {
     inner_->prefetch(layer, experts, distance);

@@ -15,23 +15,23 @@ size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // Calls f(pointer member, bytes) for each piece of a weight that is there (values, scales, bias),
 // in that order; f may repoint the member.
 template <typename F>
-void for_each_piece(kernels::Weight& w, F&& f) {
+void for_each_piece(device::Weight& w, F&& f) {
   if (w.empty()) return;
-  f(w.data, kernels::weight_data_bytes(w));
-  if (w.scales) f(w.scales, kernels::weight_scale_bytes(w));
-  if (w.bias) f(w.bias, kernels::weight_bias_bytes(w));
+  f(w.data, device::weight_data_bytes(w));
+  if (w.scales) f(w.scales, device::weight_scale_bytes(w));
+  if (w.bias) f(w.bias, device::weight_bias_bytes(w));
 }
 
-size_t device_bytes(kernels::ExpertView v) {
+size_t device_bytes(device::ExpertView v) {
   size_t n = 0;
-  for (kernels::Weight* w : {&v.gate, &v.up, &v.down})
+  for (device::Weight* w : {&v.gate, &v.up, &v.down})
     for_each_piece(*w, [&](const void*&, size_t bytes) { n += aligned(bytes); });
   return n;
 }
 
 }  // namespace
 
-DeviceTier::DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
+DeviceTier::DeviceTier(device::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
                        double host_share, double ahead_precision)
     : device_(device),
       inner_(inner),
@@ -69,7 +69,7 @@ DeviceTier::~DeviceTier() {
 
 // The slots, sized by the first expert copied (every routed expert of a bank has the same shape
 // and types; a larger one later is passed through). Asks for the budget and halves on refusal.
-void DeviceTier::allocate(const kernels::ExpertView& first) {
+void DeviceTier::allocate(const device::ExpertView& first) {
   allocated_ = true;
   slot_bytes_ = device_bytes(first);
   if (slot_bytes_ == 0) return;
@@ -105,20 +105,20 @@ int DeviceTier::victim() const {
   return -1;
 }
 
-kernels::ExpertView DeviceTier::fill(int s, const kernels::ExpertView& host) {
+device::ExpertView DeviceTier::fill(int s, const device::ExpertView& host) {
   Slot& slot = slots_[size_t(s)];
-  kernels::ExpertView d = host;
+  device::ExpertView d = host;
   pieces_.clear();
   std::byte* at = mem_ + size_t(s) * slot_bytes_;
   // Each piece moves into the slot; the device view points at it there.
-  for (kernels::Weight* w : {&d.gate, &d.up, &d.down}) {
+  for (device::Weight* w : {&d.gate, &d.up, &d.down}) {
     if (w->empty()) continue;
     for_each_piece(*w, [&](const void*& member, size_t bytes) {
       pieces_.push_back({at, member, bytes});
       member = at;
       at += aligned(bytes);
     });
-    w->place = kernels::Place::Device;
+    w->place = device::Place::Device;
   }
   d.ready = device_.copy_in(pieces_, slot.last_use);
   slot.view = d;
@@ -164,14 +164,14 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
   if (inner_open_) inner_.begin(layer, miss_experts_);
 }
 
-int DeviceTier::next_ready(kernels::ExpertView* out) {
+int DeviceTier::next_ready(device::ExpertView* out) {
   if (next_hit_ < hits_.size()) {
     const auto [i, s] = hits_[next_hit_++];
     *out = slots_[size_t(s)].view;
     return i;
   }
   if (!inner_open_) return -1;
-  kernels::ExpertView host;
+  device::ExpertView host;
   const int got = inner_.next_ready(&host);
   if (got < 0) return -1;
   const int i = miss_index_[size_t(got)];
@@ -223,7 +223,7 @@ void DeviceTier::copy_ahead(int layer) {
     const int32_t e = guess_[r];
     if (ahead_precision_ > 0 && (r >= kRanks || prec[r] < ahead_precision_)) continue;
     if (where_[key(layer, e)] >= 0 || on_host(layer, e)) continue;
-    kernels::ExpertView host;
+    device::ExpertView host;
     if (!inner_.pin_resident(layer, e, &host)) continue;
     if (!allocated_) allocate(host);
     const int s = device_bytes(host) <= slot_bytes_ ? take(layer, e) : -1;
@@ -248,7 +248,7 @@ void DeviceTier::unpin_ahead() {
 
 void DeviceTier::release(int layer) {
   SLUICE_CHECK(layer == layer_, "device tier: release of layer ", layer, " while layer ", layer_, " is leased");
-  const kernels::Fence done = device_.fence();  // after the work that read this lease's views
+  const device::Fence done = device_.fence();  // after the work that read this lease's views
   for (int s : leased_) {
     slots_[size_t(s)].leased = false;
     slots_[size_t(s)].last_use = done;

@@ -40,7 +40,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/device.h"
+#include "device/device.h"
 #include "store/expert_provider.h"
 
 namespace sluice::store {
@@ -62,17 +62,17 @@ class DeviceTier : public ExpertProvider {
   // budget_bytes of device memory in slots sized by the first expert copied; the bank has `layers`
   // x `experts` routed experts. Device memory is taken at the first miss, and less than the budget
   // when the device has less free (never a failure: a tier of 0 slots passes every miss through).
-  DeviceTier(kernels::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
+  DeviceTier(device::Device& device, ExpertProvider& inner, uint64_t budget_bytes, int layers, int experts,
              double host_share = 0, double ahead_precision = 0.95);
   ~DeviceTier() override;
   DeviceTier(const DeviceTier&) = delete;
   DeviceTier& operator=(const DeviceTier&) = delete;
 
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(kernels::ExpertView* out) override;
+  int next_ready(device::ExpertView* out) override;
   void release(int layer) override;
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
-  bool pin_resident(int layer, int expert, kernels::ExpertView* out) override {
+  bool pin_resident(int layer, int expert, device::ExpertView* out) override {
     return inner_.pin_resident(layer, expert, out);
   }
   void unpin(int layer, int expert) override { inner_.unpin(layer, expert); }
@@ -88,23 +88,23 @@ class DeviceTier : public ExpertProvider {
   struct Slot {
     int key = -1;               // layer * experts + expert, or -1 (empty)
     bool leased = false;        // handed out in the open lease
-    kernels::ExpertView view;   // on the device; view.ready = the copy that filled it
-    kernels::Fence last_use;    // the compute fence of the last lease that read it
+    device::ExpertView view;   // on the device; view.ready = the copy that filled it
+    device::Fence last_use;    // the compute fence of the last lease that read it
     bool ahead = false;         // copied from a guess and not yet asked for
     int prev = -1, next = -1;   // recency list, most recent at head_
   };
   // Expert e of layer l's index into where_ and host_plan_ (and a slot's key).
   size_t key(int layer, int expert) const { return size_t(layer) * size_t(experts_) + size_t(expert); }
-  void allocate(const kernels::ExpertView& first);
+  void allocate(const device::ExpertView& first);
   int victim() const;  // the least recently used slot not leased, or -1
   void touch(int slot);
   void unlink(int slot);
-  kernels::ExpertView fill(int slot, const kernels::ExpertView& host);
+  device::ExpertView fill(int slot, const device::ExpertView& host);
   int take(int layer, int expert);  // a victim slot re-keyed to (layer, expert), or -1
   void copy_ahead(int layer);       // the kept guesses at `layer` that RAM holds, into slots
   void unpin_ahead();               // after their copies have landed
 
-  kernels::Device& device_;
+  device::Device& device_;
   ExpertProvider& inner_;
   uint64_t budget_;
   int layers_, experts_;
@@ -123,8 +123,8 @@ class DeviceTier : public ExpertProvider {
   std::vector<int32_t> miss_experts_;        // asked of the inner provider
   std::vector<int> miss_index_;              // their indices in begin's list
   bool inner_open_ = false, passed_through_ = false;
-  kernels::Fence last_copy_;
-  std::vector<kernels::Device::CopyPiece> pieces_;
+  device::Fence last_copy_;
+  std::vector<device::Device::CopyPiece> pieces_;
   std::vector<int32_t> prefetch_;
   int guess_layer_ = -1;             // the last distance-1 guess, in confidence order
   std::vector<int32_t> guess_;
@@ -133,7 +133,7 @@ class DeviceTier : public ExpertProvider {
   std::vector<double> precision_;    // [layer][rank]: how often lately a guess of that rank was asked for
   double ahead_precision_;
   std::vector<std::pair<int, int>> ahead_pins_;  // (layer, expert) pinned in the inner provider
-  kernels::Fence ahead_copy_;
+  device::Fence ahead_copy_;
   TierCounters counters_;
 };
 

@@ -14,7 +14,7 @@ namespace sluice::store {
 
 namespace {
 
-kernels::Weight& weight_of(kernels::ExpertView& v, ExpertSlot slot) {
+device::Weight& weight_of(device::ExpertView& v, ExpertSlot slot) {
   switch (slot) {
     case ExpertSlot::Gate: return v.gate;
     case ExpertSlot::Up: return v.up;
@@ -64,18 +64,18 @@ namespace {
 // The views of an expert whose segment i lies at segment(i) (one body for records and for
 // separately mapped tensors; it allocates nothing, views() runs per expert per pass).
 template <typename SegmentAt>
-kernels::ExpertView build_views(const ExpertLayout& l, SegmentAt segment) {
-  kernels::ExpertView v;
+device::ExpertView build_views(const ExpertLayout& l, SegmentAt segment) {
+  device::ExpertView v;
   v.gate_up_interleaved = l.gate_up_interleaved;
   for (const ExpertMatrix& m : l.matrices) {
-    kernels::Weight& w = weight_of(v, m.slot);
+    device::Weight& w = weight_of(v, m.slot);
     w.type = m.type;
     w.rows = m.rows;
     w.cols = m.cols;
   }
   for (size_t i = 0; i < l.segments.size(); ++i) {
     const ExpertSegment& s = l.segments[i];
-    kernels::Weight& w = weight_of(v, s.slot);
+    device::Weight& w = weight_of(v, s.slot);
     switch (s.role) {
       case SegmentRole::Data: w.data = segment(i); break;
       case SegmentRole::Scales: w.scales = segment(i); break;
@@ -91,11 +91,11 @@ kernels::ExpertView build_views(const ExpertLayout& l, SegmentAt segment) {
 
 }  // namespace
 
-kernels::ExpertView ExpertLayout::views(const std::vector<const std::byte*>& seg) const {
+device::ExpertView ExpertLayout::views(const std::vector<const std::byte*>& seg) const {
   return build_views(*this, [&](size_t i) { return seg[i]; });
 }
 
-kernels::ExpertView ExpertLayout::views(const std::byte* record) const {
+device::ExpertView ExpertLayout::views(const std::byte* record) const {
   return build_views(*this, [&](size_t i) { return record + segments[i].offset; });
 }
 
@@ -112,14 +112,14 @@ void ExpertLayout::validate(const std::vector<const std::byte*>& seg, const std:
       continue;
     }
     if (s.role != SegmentRole::Scales) continue;
-    const kernels::WeightType type = matrix(s.slot).type;
-    if (type == kernels::WeightType::MXFP4) {
+    const device::WeightType type = matrix(s.slot).type;
+    if (type == device::WeightType::MXFP4) {
       const auto* b = reinterpret_cast<const uint8_t*>(seg[i]);
       for (uint64_t j = 0; j < s.bytes; ++j)
         if (!mxfp4_scale_valid(b[j]))
           fail(what, ": ", s.key, " E8M0 scale byte ", int(b[j]), " at element ", j,
                " (0 and 255 never occur in valid MXFP4 experts)");
-    } else if (type == kernels::WeightType::FP8_E4M3) {
+    } else if (type == device::WeightType::FP8_E4M3) {
       if (s.dtype != DType::F32) fail(what, ": ", s.key, " FP8 block scales must be F32, the bank says ", dtype_name(s.dtype));
       // The segment may sit at any byte of a mapped checkpoint: read each float by copy.
       for (uint64_t j = 0; j < s.bytes / 4; ++j) {
@@ -129,7 +129,7 @@ void ExpertLayout::validate(const std::vector<const std::byte*>& seg, const std:
           fail(what, ": ", s.key, " FP8 block scale ", x, " at block ", j,
                " (block scales of valid FP8 experts are finite and positive)");
       }
-    } else if (type == kernels::WeightType::INT4_G32) {
+    } else if (type == device::WeightType::INT4_G32) {
       if (s.dtype != DType::BF16) fail(what, ": ", s.key, " INT4 group scales must be BF16, the bank says ", dtype_name(s.dtype));
       for (uint64_t j = 0; j < s.bytes / 2; ++j) {
         uint16_t b;

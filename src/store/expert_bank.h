@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/weight.h"
+#include "device/weight.h"
 
 namespace sluice::store {
 
@@ -39,14 +39,14 @@ struct ExpertSegment {
 // One matrix of an expert: its format and shape (the views the store hands out).
 struct ExpertMatrix {
   ExpertSlot slot = ExpertSlot::Gate;
-  kernels::WeightType type = kernels::WeightType::BF16;
+  device::WeightType type = device::WeightType::BF16;
   int64_t rows = 0, cols = 0;
 };
 
 struct ExpertLayout {
   std::vector<ExpertMatrix> matrices;   // gate, up, down (gate and down when gate_up_interleaved)
   // gpt-oss: the Gate matrix holds gate and up rows interleaved ([2·intermediate, input]); there is
-  // no Up matrix (kernels::ExpertView).
+  // no Up matrix (device::ExpertView).
   bool gate_up_interleaved = false;
   std::vector<ExpertSegment> segments;  // in record order
   uint64_t record_bytes = 0;            // end of the last segment
@@ -64,9 +64,9 @@ struct ExpertLayout {
   const ExpertMatrix& matrix(ExpertSlot slot) const;
 
   // Views over a record whose segments start at record + segment.offset.
-  kernels::ExpertView views(const std::byte* record) const;
+  device::ExpertView views(const std::byte* record) const;
   // Views over segments that live at separate addresses (one pointer per segment).
-  kernels::ExpertView views(const std::vector<const std::byte*>& segment_data) const;
+  device::ExpertView views(const std::vector<const std::byte*>& segment_data) const;
   // Throws naming `what` for bytes no valid checkpoint holds (MXFP4 E8M0 scale bytes 0 and 255,
   // FP8 block scales that are not finite and positive, INT4 group scales that are not finite, a
   // weight_shape other than the matrix's).

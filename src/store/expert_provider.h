@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/weight.h"
+#include "device/weight.h"
 
 namespace sluice::store {
 
@@ -31,7 +31,7 @@ class ExpertProvider {
   // whatever order they land, and fills *out with its views (valid until release); -1 once all
   // were returned. The model computes each expert as it arrives and sums per row in route order
   // afterwards, so the arrival order never changes a result.
-  virtual int next_ready(kernels::ExpertView* out) = 0;
+  virtual int next_ready(device::ExpertView* out) = 0;
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
 
@@ -43,7 +43,7 @@ class ExpertProvider {
   // pinned there until unpin(): a device tier copies predicted experts ahead from it. Never reads,
   // never counts as a request, never opens a lease (it may be called while one is open). Providers
   // without such a copy say false.
-  virtual bool pin_resident(int /*layer*/, int /*expert*/, kernels::ExpertView* /*out*/) { return false; }
+  virtual bool pin_resident(int /*layer*/, int /*expert*/, device::ExpertView* /*out*/) { return false; }
   virtual void unpin(int /*layer*/, int /*expert*/) {}
   // How many layers ahead the model should predict now: 0 (no prefetch: the model computes no
   // predictions), 1 (the next layer), or more (while the drives would otherwise idle).

@@ -23,21 +23,21 @@ std::vector<const std::byte*> expert_segments(const ExpertBank& bank, const form
   return out;
 }
 
-ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, kernels::Device* keep_on)
+ResidentExperts::ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, device::Device* keep_on)
     : num_experts_(bank.num_experts) {
-  const bool keep = keep_on && keep_on->place() != kernels::Place::Host;
+  const bool keep = keep_on && keep_on->place() != device::Place::Host;
   by_layer_.resize(size_t(bank.num_layers));
   for (int l : bank.moe_layers) {
     if (l < 0 || l >= int(bank.num_layers)) fail("expert bank: MoE layer ", l, " is outside the model's ", bank.num_layers, " layers");
     for (int e = 0; e < int(bank.num_experts); ++e) {
       auto seg = expert_segments(bank, ts, l, e);
       bank.layout.validate(seg, cat(ts.dir(), ": expert ", e, " of layer ", l));
-      kernels::ExpertView v = bank.layout.views(seg);
+      device::ExpertView v = bank.layout.views(seg);
       // Resident views are made once: check their FP8 codes once here (streamed records are not
       // checked per read, so their products keep the kernels' scan).
-      for (kernels::Weight* w : {&v.gate, &v.up, &v.down})
-        if (w->type == kernels::WeightType::FP8_E4M3 && !w->empty())
-          w->fp8_finite = !kernels::fp8_has_nan_code(static_cast<const uint8_t*>(w->data), size_t(w->rows * w->cols));
+      for (device::Weight* w : {&v.gate, &v.up, &v.down})
+        if (w->type == device::WeightType::FP8_E4M3 && !w->empty())
+          w->fp8_finite = !device::fp8_has_nan_code(static_cast<const uint8_t*>(w->data), size_t(w->rows * w->cols));
       if (keep) {
         v.gate = keep_on->keep(v.gate);
         if (!v.up.empty()) v.up = keep_on->keep(v.up);
@@ -60,7 +60,7 @@ void ResidentExperts::begin(int layer, std::span<const int32_t> experts) {
   }
 }
 
-int ResidentExperts::next_ready(kernels::ExpertView* out) {
+int ResidentExperts::next_ready(device::ExpertView* out) {
   if (next_ >= pending_.size()) return -1;
   *out = *pending_[next_];
   return int(next_++);

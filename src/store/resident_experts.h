@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "format/safetensors.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "store/expert_bank.h"
 #include "store/expert_provider.h"
 
@@ -17,15 +17,15 @@ class ResidentExperts : public ExpertProvider {
  public:
   // Checks every expert tensor (present, dtype, shape, valid scales); throws naming it. `keep_on`:
   // the device the views must live on (null or a host device: the mapped bytes themselves).
-  ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, kernels::Device* keep_on = nullptr);
+  ResidentExperts(const ExpertBank& bank, const format::TensorSet& ts, device::Device* keep_on = nullptr);
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(kernels::ExpertView* out) override;
+  int next_ready(device::ExpertView* out) override;
   void release(int) override {}
 
  private:
   int64_t num_experts_;
-  std::vector<std::vector<kernels::ExpertView>> by_layer_;  // empty for dense layers
-  std::vector<const kernels::ExpertView*> pending_;
+  std::vector<std::vector<device::ExpertView>> by_layer_;  // empty for dense layers
+  std::vector<const device::ExpertView*> pending_;
   size_t next_ = 0;
 };
 

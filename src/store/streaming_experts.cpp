@@ -246,7 +246,7 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   handed_count_ = 0;
 }
 
-int StreamingExperts::next_ready(kernels::ExpertView* out) {
+int StreamingExperts::next_ready(device::ExpertView* out) {
   const size_t n = pinned_now_.size();
   if (handed_count_ >= n) return -1;
   // Experts already in RAM first, in order; then whichever read lands first.
@@ -331,7 +331,7 @@ void StreamingExperts::release(int) {
   handed_count_ = 0;
 }
 
-bool StreamingExperts::pin_resident(int layer, int expert, kernels::ExpertView* out) {
+bool StreamingExperts::pin_resident(int layer, int expert, device::ExpertView* out) {
   if (layer < 0 || layer >= m_.num_layers || expert < 0 || expert >= m_.num_experts) return false;
   const int s = find(layer, expert);
   if (s < 0 || slots_[size_t(s)].ticket) return false;  // not in RAM, or its read has not been reaped

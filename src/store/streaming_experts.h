@@ -77,10 +77,10 @@ class StreamingExperts : public ExpertProvider {
   ~StreamingExperts() override;
 
   void begin(int layer, std::span<const int32_t> experts) override;
-  int next_ready(kernels::ExpertView* out) override;
+  int next_ready(device::ExpertView* out) override;
   void release(int layer) override;
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
-  bool pin_resident(int layer, int expert, kernels::ExpertView* out) override;
+  bool pin_resident(int layer, int expert, device::ExpertView* out) override;
   void unpin(int layer, int expert) override;
   int lookahead() const override;
   size_t max_batch() const override { return max_batch_; }

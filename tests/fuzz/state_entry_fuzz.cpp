@@ -49,7 +49,7 @@ class FakeTarget final : public model::Target {
  public:
   bool cut = false;
   const model::TargetInfo& info() const override { return info_; }
-  kernels::Device& device() const override { std::abort(); }
+  device::Device& device() const override { std::abort(); }
   const store::ExpertBank* expert_bank() const override { return nullptr; }
   void set_expert_provider(store::ExpertProvider*) override {}
   store::ExpertProvider* expert_provider() const override { return nullptr; }
@@ -80,8 +80,8 @@ class FakeTarget final : public model::Target {
   std::vector<float> state_values(const model::State&) const override { return {}; }
   int64_t pass_bytes_per_row(bool) const override { return 0; }
   const model::TargetCounters& counters() const override { return counters_; }
-  const kernels::Weight& embedding() const override { std::abort(); }
-  const kernels::Weight& lm_head() const override { std::abort(); }
+  const device::Weight& embedding() const override { std::abort(); }
+  const device::Weight& lm_head() const override { std::abort(); }
 
  private:
   model::TargetInfo info_;

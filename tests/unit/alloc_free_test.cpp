@@ -146,7 +146,7 @@ TEST(AllocationFree, StreamedExpertsInRamDecodeAndVerify) {
   for (int32_t e = 0; e < int32_t(bank.num_experts); ++e) all.push_back(e);
   for (int layer : bank.moe_layers) {
     engine->store()->begin(layer, all);
-    kernels::ExpertView v;
+    device::ExpertView v;
     while (engine->store()->next_ready(&v) >= 0) {
     }
     engine->store()->release(layer);

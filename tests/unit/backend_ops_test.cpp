@@ -1,4 +1,4 @@
-// Every op of the device interface on every available device (kernels::available_devices(): the
+// Every op of the device interface on every available device (device::available_devices(): the
 // CPU ISAs today, GPUs where a build and a machine have them) against the scalar CPU device, the
 // oracle: fresh random inputs at odd sizes and at Kimi K3 widths; outputs poisoned before each run
 // and checked fully written, with guard rows and columns around them that must keep their poison;
@@ -24,11 +24,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/device.h"
-#include "kernels/mathf.h"
+#include "device/device.h"
+#include "device/mathf.h"
 #include "test_seed.h"
 
-namespace sluice::kernels {
+namespace sluice::device {
 namespace {
 
 using testing::test_seed;
@@ -1131,9 +1131,9 @@ TEST(BackendOps, ExpertsWithInterleavedGateUp) {
 }
 
 }  // namespace
-}  // namespace sluice::kernels
+}  // namespace sluice::device
 
-namespace sluice::kernels {
+namespace sluice::device {
 namespace {
 
 // Device::flops() on the CPU counts each op's multiply-adds twice, by the formulas a FLOP floor
@@ -1184,4 +1184,4 @@ TEST(BackendOps, CpuDeviceCountsTheFlopsOfProductsAndAttention) {
 }
 
 }  // namespace
-}  // namespace sluice::kernels
+}  // namespace sluice::device

@@ -104,7 +104,7 @@ class CancelOnFirstRequest : public store::ExpertProvider {
     flag_->store(true);
     inner_->begin(layer, experts);
   }
-  int next_ready(kernels::ExpertView* out) override { return inner_->next_ready(out); }
+  int next_ready(device::ExpertView* out) override { return inner_->next_ready(out); }
   void release(int layer) override { inner_->release(layer); }
   int begins = 0;
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/cpu_device.h"
+#include "device/cpu/cpu_device.h"
 #include "store/device_tier.h"
 
 namespace sluice {
@@ -33,7 +33,7 @@ class HostExperts : public store::ExpertProvider {
     order_.assign(experts.begin(), experts.end());
     next_ = 0;
   }
-  int next_ready(kernels::ExpertView* out) override {
+  int next_ready(device::ExpertView* out) override {
     if (next_ >= order_.size()) return -1;
     view(layer_, order_[next_], out);
     return int(next_++);
@@ -48,7 +48,7 @@ class HostExperts : public store::ExpertProvider {
     prefetched.emplace_back(experts.begin(), experts.end());
   }
   // Resident: every expert but those in `absent` (no read in flight is simulated: absent = not in RAM).
-  bool pin_resident(int layer, int expert, kernels::ExpertView* out) override {
+  bool pin_resident(int layer, int expert, device::ExpertView* out) override {
     if (!resident) return false;
     for (const auto& a : absent)
       if (a == std::pair{layer, expert}) return false;
@@ -60,9 +60,9 @@ class HostExperts : public store::ExpertProvider {
     EXPECT_GT(pins[size_t(layer * kExperts + expert)], 0) << "unpinned more often than pinned";
     pins[size_t(layer * kExperts + expert)] -= 1;
   }
-  void view(int l, int e, kernels::ExpertView* out) {
+  void view(int l, int e, device::ExpertView* out) {
     float* p = at(l, e);
-    kernels::Weight w{.type = kernels::WeightType::F32, .rows = kRows, .cols = kCols};
+    device::Weight w{.type = device::WeightType::F32, .rows = kRows, .cols = kCols};
     out->gate = out->up = out->down = w;
     out->gate.data = p;
     out->up.data = p + kRows * kCols;
@@ -90,8 +90,8 @@ class HostExperts : public store::ExpertProvider {
 };
 
 // Every float of the view's three weights is `value`.
-bool holds(const kernels::ExpertView& v, float value) {
-  for (const kernels::Weight* w : {&v.gate, &v.up, &v.down})
+bool holds(const device::ExpertView& v, float value) {
+  for (const device::Weight* w : {&v.gate, &v.up, &v.down})
     for (int64_t i = 0; i < kRows * kCols; ++i)
       if (static_cast<const float*>(w->data)[i] != value) return false;
   return true;
@@ -99,10 +99,10 @@ bool holds(const kernels::ExpertView& v, float value) {
 
 // Runs one lease over `experts` of `layer`: the views in begin's order, checked after every
 // expert was handed out (none overwritten by a later miss of the same lease).
-std::vector<kernels::ExpertView> lease(store::DeviceTier& tier, int layer, std::vector<int32_t> experts) {
+std::vector<device::ExpertView> lease(store::DeviceTier& tier, int layer, std::vector<int32_t> experts) {
   tier.begin(layer, experts);
-  std::vector<kernels::ExpertView> views(experts.size());
-  kernels::ExpertView v;
+  std::vector<device::ExpertView> views(experts.size());
+  device::ExpertView v;
   size_t n = 0;
   for (int got; (got = tier.next_ready(&v)) >= 0; ++n) views[size_t(got)] = v;
   EXPECT_EQ(n, experts.size());
@@ -113,7 +113,7 @@ std::vector<kernels::ExpertView> lease(store::DeviceTier& tier, int layer, std::
 }
 
 TEST(DeviceTier, KeepsRecentExpertsAndNeverReusesALeasedSlot) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   const uint64_t slot = 3 * kRows * kCols * 4;  // three 512-byte pieces, each 256-aligned already
   store::DeviceTier tier(dev, host, 2 * slot, kLayers, kExperts);
@@ -122,9 +122,9 @@ TEST(DeviceTier, KeepsRecentExpertsAndNeverReusesALeasedSlot) {
   auto v = lease(tier, 0, {1, 2, 3});
   EXPECT_EQ(tier.counters().slots, 2u);
   EXPECT_EQ(tier.counters().slot_bytes, slot);
-  EXPECT_EQ(v[0].gate.place, kernels::Place::Device);
-  EXPECT_EQ(v[1].gate.place, kernels::Place::Device);
-  EXPECT_EQ(v[2].gate.place, kernels::Place::Host);
+  EXPECT_EQ(v[0].gate.place, device::Place::Device);
+  EXPECT_EQ(v[1].gate.place, device::Place::Device);
+  EXPECT_EQ(v[2].gate.place, device::Place::Host);
   EXPECT_EQ(v[2].gate.data, host.at(0, 3));
   EXPECT_EQ(tier.counters().copies, 2u);
   EXPECT_EQ(tier.counters().passthrough, 1u);
@@ -165,7 +165,7 @@ TEST(DeviceTier, KeepsRecentExpertsAndNeverReusesALeasedSlot) {
 // guess is a hit of the next lease, a wrong one is evicted as wasted; the RAM copies stay pinned
 // until the next release and are unpinned exactly once.
 TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   host.resident = true;
   host.absent = {{1, 5}};
@@ -186,7 +186,7 @@ TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
   auto v = lease(tier, 1, {2, 4});
   ASSERT_EQ(host.asked.size(), 3u);
   EXPECT_EQ(host.asked[2], std::vector<int32_t>{4});
-  EXPECT_EQ(v[0].gate.place, kernels::Place::Device);
+  EXPECT_EQ(v[0].gate.place, device::Place::Device);
   EXPECT_EQ(tier.counters().ahead_used, 1u);
   EXPECT_EQ(host.pinned(), 0);  // unpinned at that release, once
 
@@ -204,7 +204,7 @@ TEST(DeviceTier, CopiesGuessesAheadFromRamAndScoresThem) {
 // been right often enough: an average that moves a fifth of the way per guess reaches 0.95 after
 // 14 right guesses, so the 15th is the first copied.
 TEST(DeviceTier, CopiesAheadOnlyGuessesOfRanksThatHaveBeenRight) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   host.resident = true;
   const uint64_t slot = 3 * kRows * kCols * 4;
@@ -220,7 +220,7 @@ TEST(DeviceTier, CopiesAheadOnlyGuessesOfRanksThatHaveBeenRight) {
 }
 
 TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   store::DeviceTier tier(dev, host, 100, kLayers, kExperts);  // below one slot
   auto v = lease(tier, 1, {0, 5});
@@ -235,7 +235,7 @@ TEST(DeviceTier, ZeroBudgetPassesEveryExpertThrough) {
 // The host's share: per layer round(share x experts) experts, chosen by (layer, expert) alone, are
 // handed out from host memory marked compute_on_host and never copied, whatever the tier holds.
 TEST(DeviceTier, HostShareIsAFixedPlanOfExpertsNeverCopied) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   store::DeviceTier tier(dev, host, 1 << 20, kLayers, kExperts, 0.5);
   store::DeviceTier again(dev, host, 0, kLayers, kExperts, 0.5);
@@ -253,7 +253,7 @@ TEST(DeviceTier, HostShareIsAFixedPlanOfExpertsNeverCopied) {
     auto v = lease(tier, 1, all);
     for (int e = 0; e < kExperts; ++e) {
       EXPECT_EQ(v[size_t(e)].compute_on_host, tier.on_host(1, e));
-      EXPECT_EQ(v[size_t(e)].gate.place, tier.on_host(1, e) ? kernels::Place::Host : kernels::Place::Device);
+      EXPECT_EQ(v[size_t(e)].gate.place, tier.on_host(1, e) ? device::Place::Host : device::Place::Device);
     }
   }
   const store::TierCounters& c = tier.counters();
@@ -266,7 +266,7 @@ TEST(DeviceTier, HostShareIsAFixedPlanOfExpertsNeverCopied) {
 }
 
 TEST(DeviceTier, RefusesExpertsOutsideTheBank) {
-  kernels::CpuDevice dev(nullptr);
+  device::CpuDevice dev(nullptr);
   HostExperts host;
   store::DeviceTier tier(dev, host, 1 << 20, kLayers, kExperts);
   EXPECT_THROW(tier.begin(kLayers, std::vector<int32_t>{0}), std::exception);

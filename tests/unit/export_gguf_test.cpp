@@ -19,7 +19,7 @@
 #include "model/arch/kimi_config.h"
 #include "format/safetensors.h"
 #include "gguf_test_reader.h"
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
 

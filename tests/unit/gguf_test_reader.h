@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "export/export_gguf.h"
 #include "format/safetensors.h"
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "model_test_util.h"
 
 namespace sluice::gguf_test {
@@ -200,10 +200,10 @@ inline std::vector<float> ggml_mxfp4_row(const uint8_t* blocks, int64_t cols) {
 
 // A [rows, cols] MXFP4 matrix as sluice's own scalar MXFP4 product reads it: W * e_c for every column c.
 inline std::vector<float> sluice_mxfp4_matrix(const void* packed, const void* scales, int64_t rows, int64_t cols) {
-  kernels::Weight w{.type = kernels::WeightType::MXFP4, .rows = rows, .cols = cols, .data = packed, .scales = scales};
+  device::Weight w{.type = device::WeightType::MXFP4, .rows = rows, .cols = cols, .data = packed, .scales = scales};
   std::vector<float> eye(size_t(cols * cols), 0.0f), y(size_t(cols * rows));
   for (int64_t c = 0; c < cols; ++c) eye[size_t(c * cols + c)] = 1.0f;
-  kernels::linear_on(kernels::scalar_isa(), w, eye.data(), cols, y.data());
+  device::linear_on(device::scalar_isa(), w, eye.data(), cols, y.data());
   std::vector<float> m(size_t(rows * cols));  // row-major [rows, cols]
   for (int64_t c = 0; c < cols; ++c)
     for (int64_t r = 0; r < rows; ++r) m[size_t(r * cols + c)] = y[size_t(c * rows + r)];

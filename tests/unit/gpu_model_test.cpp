@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "golden_util.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "logit_digests.h"
 #include "model/device_plan.h"
 #include "model/registry.h"
@@ -31,17 +31,17 @@ namespace sluice {
 namespace {
 
 bool have_gpu() {
-  for (const std::string& n : kernels::available_devices())
+  for (const std::string& n : device::available_devices())
     if (n.rfind("cuda", 0) == 0) return true;
   return false;
 }
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine (scripts/gpu-check.sh runs these on an H200)"
 
-kernels::Device& gpu(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<kernels::Device>> open;
+device::Device& gpu(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<device::Device>> open;
   auto& d = open[name];
-  if (!d) d = kernels::open_device(name);
+  if (!d) d = device::open_device(name);
   return *d;
 }
 
@@ -49,7 +49,7 @@ const char* const kFixtures[] = {"kimi_linear_a", "kimi_linear_b", "k3_tiny_a", 
                                  "qwen3_b",       "qwen3_moe_a",   "qwen3_moe_b",   "gpt_oss_a",    "gpt_oss_b",
                                  "deepseek_v3_a", "kimi_k2_b",     "kimi_k2_int4"};
 
-std::unique_ptr<model::Target> load_on(const std::string& dir, kernels::Device& d) {
+std::unique_ptr<model::Target> load_on(const std::string& dir, device::Device& d) {
   return model::load_target(model::LoadOptions{.dir = testing::src(dir), .device = &d});
 }
 
@@ -153,7 +153,7 @@ TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
     t.forward(*st, ids, model::PassOptions{.all_logits = true}, lg.data());
     return lg;
   };
-  auto scalar_device = kernels::open_device("cpu:scalar");
+  auto scalar_device = device::open_device("cpu:scalar");
   const std::vector<float> want = logits(*model::load_target(model::LoadOptions{.dir = fixture, .device = scalar_device.get()}));
   const std::vector<float> ref = logits(*load_on("tests/fixtures/kimi_k2_int4", gpu("cuda-ref:0")));
   EXPECT_EQ(0, std::memcmp(want.data(), ref.data(), want.size() * 4)) << "cuda-ref differs from cpu:scalar";
@@ -225,12 +225,12 @@ TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
 // two events (a crash seen with --cpu-experts, whose rows are staged one by one).
 TEST(GpuModel, UploadsThatFillTheStagingRingExactlyLandIntact) {
   REQUIRE_GPU();
-  kernels::Device& d = gpu("cuda:0");
+  device::Device& d = gpu("cuda:0");
   constexpr int64_t n = 65536;  // 256 KiB: 16 fill a half exactly
-  std::vector<kernels::Buf> bufs;
+  std::vector<device::Buf> bufs;
   std::vector<std::vector<float>> sent;
   for (int i = 0; i < 80; ++i) {
-    bufs.push_back(d.alloc(kernels::BufType::F32, 1, n));
+    bufs.push_back(d.alloc(device::BufType::F32, 1, n));
     sent.emplace_back(size_t(n));
     for (int64_t j = 0; j < n; ++j) sent.back()[size_t(j)] = float(i * 100000 + j);
     d.upload(bufs.back(), sent.back().data());
@@ -292,7 +292,7 @@ TEST(GpuModel, DraftingAndStreamingChangeNothingOnCuda) {
 // checked here on every machine, and a real GPU must report memory for it to work with.
 TEST(DevicePlan, RefusesWhatDoesNotFitWithTheNumbersAndWhatToDo) {
   constexpr size_t GiB = size_t(1) << 30;
-  const kernels::Device::MemoryInfo gpu80{.free = 80 * GiB, .total = 96 * GiB};
+  const device::Device::MemoryInfo gpu80{.free = 80 * GiB, .total = 96 * GiB};
   EXPECT_EQ(model::device_plan_refusal("cuda:0", gpu80, {.spine_bytes = 40 * GiB, .expert_bytes = 30 * GiB}), "");
   EXPECT_EQ(model::device_plan_refusal("cpu", {}, {.spine_bytes = 4000 * GiB}), "") << "the CPU has no plan to check";
   const std::string experts = model::device_plan_refusal("cuda:0", gpu80, {.spine_bytes = 40 * GiB, .expert_bytes = 60 * GiB});
@@ -304,7 +304,7 @@ TEST(DevicePlan, RefusesWhatDoesNotFitWithTheNumbersAndWhatToDo) {
   EXPECT_NE(spine.find("spine alone does not fit"), std::string::npos) << spine;
   EXPECT_EQ(spine.find("resident experts"), std::string::npos) << spine;
   if (have_gpu()) {
-    const kernels::Device::MemoryInfo m = gpu("cuda:0").memory();
+    const device::Device::MemoryInfo m = gpu("cuda:0").memory();
     EXPECT_GT(m.total, 0u);
     EXPECT_GT(m.free, 0u);
     EXPECT_LE(m.free, m.total);

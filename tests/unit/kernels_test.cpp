@@ -17,10 +17,10 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "test_seed.h"
 
-namespace sluice::kernels {
+namespace sluice::device {
 namespace {
 
 using testing::test_seed;
@@ -773,4 +773,4 @@ TEST(KernelMxfp4, LargestScaleSumsStayFinite) {
 }
 
 }  // namespace
-}  // namespace sluice::kernels
+}  // namespace sluice::device

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "format/safetensors.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/device.h"
+#include "device/cpu/kernels.h"
+#include "device/device.h"
 #include "model/arch/dspark.h"
 #include "model/registry.h"
 #include "runtime/sampling.h"
@@ -99,7 +99,7 @@ inline void run_model(Digests& d, const std::string& label, model::Target& m, co
 
 // Target rows captured in one pass, appended to a DSpark drafter, one proposal's logits.
 inline void run_dspark(Digests& d, const std::string& label, const std::string& tdir, const std::string& ddir,
-                std::vector<int32_t> ids, kernels::Device* dev) {
+                std::vector<int32_t> ids, device::Device* dev) {
   auto t = model::load_target(model::LoadOptions{.dir = tdir, .device = dev});
   auto ds = model::DSparkModel::load(ddir, *t);
   const auto& c = ds->config();
@@ -125,8 +125,8 @@ inline bool have_default_models() { return std::filesystem::exists(src("models/d
 
 // Every digest, on `dev` (null: the process-wide CPU device at `isa`); the default models' only
 // when `default_models`.
-inline Digests compute(const std::string& isa, kernels::Device* dev = nullptr, bool default_models = true) {
-  kernels::set_active_isa(isa);
+inline Digests compute(const std::string& isa, device::Device* dev = nullptr, bool default_models = true) {
+  device::set_active_isa(isa);
   Digests d{isa, {}};
   auto load = [&](const std::string& dir) { return model::load_target(model::LoadOptions{.dir = dir, .device = dev}); };
   const std::vector<std::vector<int32_t>> default_prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {100, 7, 42}};

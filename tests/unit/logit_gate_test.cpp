@@ -5,7 +5,7 @@
 // tools/gate/digest_old.cpp built against commit 85b4594, the engine before the device/target
 // refactor, and the refactor matched them bit for bit. A deliberate change of the arithmetic
 // re-records them with tools/gate/record_digests.sh and says so in its commit; the one so far:
-// the CPU's exp/log1p/tanh became kernels/mathf.h's, shared with the CUDA device. Digests are kept
+// the CPU's exp/log1p/tanh became device/mathf.h's, shared with the CUDA device. Digests are kept
 // per kernel set (kernel_set_name): AVX-512 with the VBMI kernels sums FP8 blocks in another order
 // than AVX-512 without them, whose digests are the earlier "avx512" ones.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "logit_digests.h"
 
 namespace sluice {
@@ -24,17 +24,17 @@ TEST(LogitGate, EveryFixtureAndDefaultModelMatchesTheRecordedDigests) {
   if (const char* path = std::getenv("SLUICE_RECORD_DIGESTS")) {
     // tools/gate/record_digests.sh: write this engine's digests instead of checking them.
     std::ofstream out(path);
-    for (const kernels::Isa* isa : kernels::isa_variants())
+    for (const device::Isa* isa : device::isa_variants())
       for (const auto& [name, value] : testing::compute(isa->name).got)
-        out << kernels::kernel_set_name(*isa) << " " << name << " " << value << "\n";
+        out << device::kernel_set_name(*isa) << " " << name << " " << value << "\n";
     GTEST_SKIP() << "recorded digests to " << path;
   }
   const auto want = testing::recorded_digests();
   ASSERT_FALSE(want.empty()) << "no recorded digests";
-  const std::string before = kernels::active_isa().name;
+  const std::string before = device::active_isa().name;
   int checked = 0;
-  for (const kernels::Isa* isa : kernels::isa_variants()) {
-    const char* set = kernels::kernel_set_name(*isa);
+  for (const device::Isa* isa : device::isa_variants()) {
+    const char* set = device::kernel_set_name(*isa);
     ASSERT_TRUE(want.count(set)) << "no digests recorded for kernel set " << set;
     const testing::Digests d = testing::compute(isa->name);
     const auto& w = want.at(set);
@@ -46,8 +46,8 @@ TEST(LogitGate, EveryFixtureAndDefaultModelMatchesTheRecordedDigests) {
       ++checked;
     }
   }
-  kernels::set_active_isa(before);
-  std::printf("[gate] %d digests bit-identical over %zu kernel sets\n", checked, kernels::isa_variants().size());
+  device::set_active_isa(before);
+  std::printf("[gate] %d digests bit-identical over %zu kernel sets\n", checked, device::isa_variants().size());
 }
 
 }  // namespace

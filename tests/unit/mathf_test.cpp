@@ -1,4 +1,4 @@
-// The portable transcendentals of kernels/mathf.h against long double references: within a few
+// The portable transcendentals of device/mathf.h against long double references: within a few
 // ulp over sweeps of each function's range (they replace glibc's so that every device computes the
 // same bits; they must still be as good as glibc's for the golden tolerances to mean anything).
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/lanes.h"
-#include "kernels/device.h"
-#include "kernels/mathf.h"
+#include "device/cpu/kernels.h"
+#include "device/cpu/lanes.h"
+#include "device/device.h"
+#include "device/mathf.h"
 
 namespace sluice::mathf {
 namespace {
@@ -108,8 +108,8 @@ TEST(Mathf, FourLaneExpIsMathfExpInEveryLane) {
       const uint32_t u = uint32_t(b + uint64_t(k) * 977);
       std::memcpy(&v[k], &u, 4);
     }
-    const sluice::kernels::lanes::v4 x{v[0], v[1], v[2], v[3]}, alone{v[0], -1.0f, 0.5f, -80.0f};
-    const sluice::kernels::lanes::v4 y = sluice::kernels::lanes::exp4(x), z = sluice::kernels::lanes::exp4(alone);
+    const sluice::device::lanes::v4 x{v[0], v[1], v[2], v[3]}, alone{v[0], -1.0f, 0.5f, -80.0f};
+    const sluice::device::lanes::v4 y = sluice::device::lanes::exp4(x), z = sluice::device::lanes::exp4(alone);
     for (int k = 0; k < 4; ++k) bad += !same(y[k], mathf::exp(v[k]));
     bad += !same(z[0], mathf::exp(v[0]));
     vector_path += v[0] >= -87.0f && v[0] <= 88.0f;
@@ -121,7 +121,7 @@ TEST(Mathf, FourLaneExpIsMathfExpInEveryLane) {
 }  // namespace
 }  // namespace sluice::mathf
 
-namespace sluice::kernels {
+namespace sluice::device {
 namespace {
 
 // Every ISA's gated activations give the scalar loop's bits (its own oracle, mathf.h's functions)
@@ -218,4 +218,4 @@ TEST(Mathf, UnaryActivationsOfEveryIsaAreTheScalarFunctions) {
 }
 
 }  // namespace
-}  // namespace sluice::kernels
+}  // namespace sluice::device

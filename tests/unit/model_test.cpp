@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "model/arch/kimi.h"
 #include "model_test_util.h"
 #include "runtime/generate.h"
@@ -122,14 +122,14 @@ TEST_P(ModelInvariants, ResultsDoNotDependOnKernelIsa) {
   // Every ISA gives the same greedy tokens (the logits differ only in summation order).
   auto prompt = tokens(9, 9);
   std::vector<std::vector<int32_t>> outs;
-  const char* before = kernels::active_isa().name;
-  for (const kernels::Isa* isa : kernels::available_isas()) {
-    kernels::set_active_isa(isa->name);
+  const char* before = device::active_isa().name;
+  for (const device::Isa* isa : device::available_isas()) {
+    device::set_active_isa(isa->name);
     auto st = model_->new_state();
     outs.push_back(runtime::generate_greedy(*model_, *st, prompt, {.max_new = 6, .stop_at_eos = false}).generated);
   }
-  kernels::set_active_isa(before);
-  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[0], outs[i]) << kernels::available_isas()[i]->name;
+  device::set_active_isa(before);
+  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[0], outs[i]) << device::available_isas()[i]->name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ModelInvariants, ::testing::Values(0, 1),

@@ -128,7 +128,7 @@ class AskTwoLayersAhead : public store::ExpertProvider {
  public:
   explicit AskTwoLayersAhead(store::ExpertProvider* inner) : inner_(inner) {}
   void begin(int layer, std::span<const int32_t> experts) override { inner_->begin(layer, experts); }
-  int next_ready(kernels::ExpertView* out) override { return inner_->next_ready(out); }
+  int next_ready(device::ExpertView* out) override { return inner_->next_ready(out); }
   void release(int layer) override { inner_->release(layer); }
   size_t max_batch() const override { return inner_->max_batch(); }
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override {

@@ -297,9 +297,9 @@ TEST(MoeArchFp8, LoadersMarkCheckedWeightsOnly) {
   for (int e = 0; e < int(bank.num_experts); ++e) {
     const int32_t id = e;
     resident.begin(1, std::span<const int32_t>(&id, 1));
-    kernels::ExpertView v;
+    device::ExpertView v;
     ASSERT_EQ(resident.next_ready(&v), 0);
-    ASSERT_EQ(v.up.type, kernels::WeightType::FP8_E4M3);
+    ASSERT_EQ(v.up.type, device::WeightType::FP8_E4M3);
     EXPECT_EQ(v.up.fp8_finite, e != 3) << "expert " << e;
     EXPECT_TRUE(v.gate.fp8_finite && v.down.fp8_finite) << "expert " << e;
     marked += v.up.fp8_finite;

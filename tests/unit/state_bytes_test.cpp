@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/registry.h"
 #include "runtime/generate.h"
 
@@ -184,13 +184,13 @@ INSTANTIATE_TEST_SUITE_P(EveryArchitecture, StateBytes, ::testing::ValuesIn(kFix
 // either continues the other's sequence exactly. Skipped visibly without a GPU (CI).
 TEST(StateBytesGpu, CudaRoundTripsAndCudaRefBytesAreTheScalarCpuBytes) {
   bool have = false;
-  for (const std::string& n : kernels::available_devices()) have = have || n.rfind("cuda", 0) == 0;
+  for (const std::string& n : device::available_devices()) have = have || n.rfind("cuda", 0) == 0;
   if (!have) GTEST_SKIP() << "no CUDA device on this machine (scripts/gpu-check.sh runs these on an H200)";
-  auto cuda = kernels::open_device("cuda:0"), ref = kernels::open_device("cuda-ref:0"),
-       scalar = kernels::open_device("cpu:scalar");
+  auto cuda = device::open_device("cuda:0"), ref = device::open_device("cuda-ref:0"),
+       scalar = device::open_device("cpu:scalar");
   for (const std::string& name : kFixtures) {
     SCOPED_TRACE(name);
-    auto on = [&](kernels::Device& d) {
+    auto on = [&](device::Device& d) {
       return model::load_target(model::LoadOptions{.dir = fixture_dir(name), .device = &d});
     };
     auto g = on(*cuda), r = on(*ref), c = on(*scalar);

@@ -92,7 +92,7 @@ TEST(StoreBankTest, KimiBankNamesTheCheckpointTensors) {
 }
 
 // A layout of the three matrices in the given types, [rows, cols] for gate and up.
-ExpertLayout layout_of(kernels::WeightType type, int64_t rows, int64_t cols) {
+ExpertLayout layout_of(device::WeightType type, int64_t rows, int64_t cols) {
   ExpertLayout l;
   for (ExpertSlot slot : {ExpertSlot::Gate, ExpertSlot::Up, ExpertSlot::Down})
     l.matrices.push_back({slot, type, slot == ExpertSlot::Down ? cols : rows, slot == ExpertSlot::Down ? rows : cols});
@@ -101,7 +101,7 @@ ExpertLayout layout_of(kernels::WeightType type, int64_t rows, int64_t cols) {
 
 TEST(StoreBankTest, Fp8BlockScalesMustBeFiniteAndPositive) {
   // 130 x 200: edge blocks are partial, so the scales are [2, 2] per matrix.
-  ExpertLayout l = layout_of(kernels::WeightType::FP8_E4M3, 130, 200);
+  ExpertLayout l = layout_of(device::WeightType::FP8_E4M3, 130, 200);
   const std::vector<store::ExpertMatrix> matrices = l.matrices;
   for (const auto& m : matrices) {
     const std::string w = m.slot == ExpertSlot::Gate ? "gate" : m.slot == ExpertSlot::Up ? "up" : "down";
@@ -135,8 +135,8 @@ TEST(StoreBankTest, Fp8BlockScalesMustBeFiniteAndPositive) {
     EXPECT_NE(msg.find("down.weight_scale_inv FP8 block scale"), std::string::npos) << bad << ": " << msg;
     EXPECT_NE(msg.find("at block 3"), std::string::npos) << bad << ": " << msg;
   }
-  const kernels::ExpertView v = l.views(record.data());
-  EXPECT_EQ(v.down.type, kernels::WeightType::FP8_E4M3);
+  const device::ExpertView v = l.views(record.data());
+  EXPECT_EQ(v.down.type, device::WeightType::FP8_E4M3);
   EXPECT_EQ(v.down.rows, 200);
   EXPECT_EQ(v.down.cols, 130);
   EXPECT_EQ(v.down.scales, record.data() + down.offset);
@@ -162,7 +162,7 @@ TEST(StoreBankTest, Mxfp4ScaleBytesZeroAnd255AreRefused) {
 }
 
 TEST(StoreBankTest, SegmentsAreCheckedAndAlignedWhenAdded) {
-  ExpertLayout l = layout_of(kernels::WeightType::BF16, 4, 8);
+  ExpertLayout l = layout_of(device::WeightType::BF16, 4, 8);
   l.add({.slot = ExpertSlot::Gate, .key = "a", .dtype = DType::U8, .shape = {3}, .bytes = 3, .tensor = "a"});
   l.add({.slot = ExpertSlot::Gate, .role = SegmentRole::Bias, .key = "b", .dtype = DType::F32, .shape = {4}, .bytes = 16,
          .tensor = "b"});
@@ -191,9 +191,9 @@ ExpertBank fused_bank() {
   b.num_layers = 3;
   b.num_experts = kExperts;
   b.moe_layers = {1, 2};
-  b.layout.matrices = {{ExpertSlot::Gate, kernels::WeightType::MXFP4, kInter, kInput},
-                       {ExpertSlot::Up, kernels::WeightType::BF16, kInter, kInput},
-                       {ExpertSlot::Down, kernels::WeightType::BF16, kInput, kInter}};
+  b.layout.matrices = {{ExpertSlot::Gate, device::WeightType::MXFP4, kInter, kInput},
+                       {ExpertSlot::Up, device::WeightType::BF16, kInter, kInput},
+                       {ExpertSlot::Down, device::WeightType::BF16, kInput, kInter}};
   const std::string p = "model.layers.{L}.mlp.experts.";
   b.layout.add({.slot = ExpertSlot::Gate, .role = SegmentRole::Data, .key = "gate.blocks", .dtype = DType::U8,
                 .shape = {kInter, kInput / 2}, .bytes = uint64_t(kInter * kInput / 2), .tensor = p + "gate_blocks"});
@@ -246,22 +246,22 @@ class StoreFusedBankTest : public ::testing::Test {
     return r;
   }
   // Each view's data, scales and bias equal the expected segment bytes; formats come from the bank.
-  void expect_view(const kernels::ExpertView& v, int layer, int expert) const {
+  void expect_view(const device::ExpertView& v, int layer, int expert) const {
     const auto& L = bank_.layout;
     auto same = [&](const void* p, size_t seg) {
       auto e = expected(L.segments[seg], layer, expert);
       return p && std::memcmp(p, e.data(), e.size()) == 0;
     };
-    EXPECT_EQ(v.gate.type, kernels::WeightType::MXFP4);
+    EXPECT_EQ(v.gate.type, device::WeightType::MXFP4);
     EXPECT_EQ(v.gate.rows, kInter);
     EXPECT_EQ(v.gate.cols, kInput);
     EXPECT_TRUE(same(v.gate.data, 0)) << "gate data of expert " << expert << " of layer " << layer;
     EXPECT_TRUE(same(v.gate.scales, 1)) << "gate scales of expert " << expert << " of layer " << layer;
     EXPECT_EQ(v.gate.bias, nullptr);
-    EXPECT_EQ(v.up.type, kernels::WeightType::BF16);
+    EXPECT_EQ(v.up.type, device::WeightType::BF16);
     EXPECT_TRUE(same(v.up.data, 2)) << "up of expert " << expert << " of layer " << layer;
     EXPECT_EQ(v.up.scales, nullptr);
-    EXPECT_EQ(v.down.type, kernels::WeightType::BF16);
+    EXPECT_EQ(v.down.type, device::WeightType::BF16);
     EXPECT_EQ(v.down.rows, kInput);
     EXPECT_EQ(v.down.cols, kInter);
     EXPECT_TRUE(same(v.down.data, 3)) << "down of expert " << expert << " of layer " << layer;
@@ -269,15 +269,15 @@ class StoreFusedBankTest : public ::testing::Test {
     EXPECT_EQ(v.down.bias_type, DType::F32);
   }
   // Every expert of every MoE layer through `p`, in groups of at most max_batch.
-  std::map<std::pair<int, int>, kernels::ExpertView> all_views(store::ExpertProvider& p, bool check_now) {
-    std::map<std::pair<int, int>, kernels::ExpertView> got;
+  std::map<std::pair<int, int>, device::ExpertView> all_views(store::ExpertProvider& p, bool check_now) {
+    std::map<std::pair<int, int>, device::ExpertView> got;
     for (int l : bank_.moe_layers) {
       std::vector<int32_t> ids;
       for (int e = 0; e < kExperts; ++e) ids.push_back(e);
       for (size_t g = 0; g < ids.size(); g += p.max_batch()) {
         const size_t n = std::min(p.max_batch(), ids.size() - g);
         p.begin(l, std::span<const int32_t>(ids.data() + g, n));
-        kernels::ExpertView v;
+        device::ExpertView v;
         for (int i; (i = p.next_ready(&v)) >= 0;) {
           if (check_now) expect_view(v, l, ids[g + size_t(i)]);
           got[{l, ids[g + size_t(i)]}] = v;

@@ -175,7 +175,7 @@ TEST_F(StoreTest, ExpertsThroughADeviceTierAreBitIdenticalToResident) {
     SCOPED_TRACE(::testing::Message() << slots << " slots, host share " << host_share);
     if (slots == 0) slots = 1000;
     auto e = engine("stream", 0.01, true);
-    store::DeviceTier tier(kernels::cpu_device(), *e->store(), slots * slot, int(bank.num_layers),
+    store::DeviceTier tier(device::cpu_device(), *e->store(), slots * slot, int(bank.num_layers),
                            int(bank.num_experts), host_share, /*ahead_precision=*/0);
     e->model().set_expert_provider(&tier);
     Outcome got = run_engine(*e, prompt, 10);
@@ -293,7 +293,7 @@ TEST_F(StoreTest, PrefetchReadsOnlyRanksThatEarnedIt) {
     const int32_t asked[] = {c, x};  // ascending, as the model asks
     s.prefetch(1, guess, 1);
     s.begin(1, asked);
-    kernels::ExpertView v;
+    device::ExpertView v;
     while (s.next_ready(&v) >= 0) {
     }
     s.release(1);
@@ -330,7 +330,7 @@ TEST_F(StoreTest, GuessesTwoLayersAheadEarnTheirOwnPrecisionAndWaitForIdleDrives
     s.prefetch(1, far, 2);
     s.prefetch(1, near, 1);
     s.begin(1, asked);
-    kernels::ExpertView v;
+    device::ExpertView v;
     while (s.next_ready(&v) >= 0) {
     }
     s.release(1);
@@ -391,7 +391,7 @@ TEST_F(StoreTest, IdleDrivesReadNextLayerGuessesThatHaveNotEarnedTheGate) {
   const int32_t first[] = {0}, guesses[] = {5, 6, 7}, other[] = {9};
   auto request = [](store::StreamingExperts& s, std::span<const int32_t> experts) {
     s.begin(1, experts);
-    kernels::ExpertView v;
+    device::ExpertView v;
     while (s.next_ready(&v) >= 0) {
     }
     s.release(1);

@@ -7,7 +7,7 @@
 #include <vector>
 #include <xxhash.h>
 #include "format/safetensors.h"
-#include "kernels/cpu/kernels.h"
+#include "device/cpu/kernels.h"
 #include "model/kimi.h"
 #include "model/qwen3.h"
 #include "model/dspark.h"
@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
   std::string src = argv[1];
   out = std::fopen(argv[2], "w");
   std::vector<std::string> isas;
-  for (auto* i : kernels::available_isas()) isas.push_back(i->name);
+  for (auto* i : device::available_isas()) isas.push_back(i->name);
   const std::vector<std::vector<int32_t>> default_prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {100, 7, 42}};
   for (const auto& isa : isas) {
-    kernels::set_active_isa(isa);
+    device::set_active_isa(isa);
     isa_name = isa;
     auto kimi = [&](const std::string& label, const std::string& dir, std::vector<std::vector<int32_t>> ps) {
       auto m = model::KimiModel::load(dir);

@@ -10,7 +10,7 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
+using device::Buf;
 
 namespace {
 
@@ -20,9 +20,9 @@ DType linear_dtype(const DeepSeekConfig& c) {
 
 // An FP8 weight as F32 values: each e4m3 value times its block's scale in fp32, the product
 // DeepSeek's weight_dequant and transformers' FP8 dequantization compute.
-std::vector<float> widen_fp8(const kernels::Weight& w) {
+std::vector<float> widen_fp8(const device::Weight& w) {
   std::vector<float> out(size_t(w.rows * w.cols));
-  for (int64_t r = 0; r < w.rows; ++r) kernels::fp8_widen_row(w, r, out.data() + r * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) device::fp8_widen_row(w, r, out.data() + r * w.cols);
   return out;
 }
 
@@ -87,7 +87,7 @@ store::ExpertBank deepseek_expert_bank(const DeepSeekConfig& c) {
 
 std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
   std::unique_ptr<DeepSeekModel> m(new DeepSeekModel());
-  m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
+  m->dev_ = opt.device ? opt.device : &device::cpu_device();
   m->config_ = load_deepseek_config(opt.dir);
   const DeepSeekConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
@@ -97,10 +97,10 @@ std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
   // itself gets it widened here (value × block scale in fp32, the same values; 4x the bytes).
   m->kv_b_f32_.resize(size_t(c.num_layers));
   for (size_t l = 0; l < m->weights_.layers.size(); ++l) {
-    kernels::Weight& kv_b = m->weights_.layers[l].attn.kv_b;
-    if (kv_b.type != kernels::WeightType::FP8_E4M3 || m->dev_->mla_reads_fp8()) continue;
+    device::Weight& kv_b = m->weights_.layers[l].attn.kv_b;
+    if (kv_b.type != device::WeightType::FP8_E4M3 || m->dev_->mla_reads_fp8()) continue;
     m->kv_b_f32_[l] = widen_fp8(kv_b);
-    kv_b = kernels::Weight{.type = kernels::WeightType::F32, .rows = kv_b.rows, .cols = kv_b.cols,
+    kv_b = device::Weight{.type = device::WeightType::F32, .rows = kv_b.rows, .cols = kv_b.cols,
                            .data = m->kv_b_f32_[l].data()};
   }
   m->bank_ = deepseek_expert_bank(c);
@@ -114,14 +114,14 @@ std::unique_ptr<DeepSeekModel> DeepSeekModel::load(const LoadOptions& opt) {
   m->mla_spec_ = MlaSpec{.heads = c.num_heads, .q_lora_rank = c.q_lora_rank, .kv_rank = c.kv_lora_rank,
                          .nope = c.qk_nope_head_dim, .rope = c.qk_rope_head_dim, .v_dim = c.v_head_dim,
                          .norm_eps = 1e-6f, .output_gate = false, .rotate = true,
-                         .pairs = c.rope_interleave ? kernels::RopePairs::Interleaved : kernels::RopePairs::Half,
+                         .pairs = c.rope_interleave ? device::RopePairs::Interleaved : device::RopePairs::Half,
                          .scale = float(c.softmax_scale())};
   m->set_mlps(m->weights_.layers, [&c](size_t l) { return c.is_moe(int64_t(l)); }, &DeepSeekLayerWeights::dense,
-              MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
+              MoeSpec{.router = {.score = device::RouterScore::Sigmoid, .experts = c.num_experts,
                                  .top_k = c.experts_per_token, .groups = c.n_group, .topk_groups = c.topk_group,
                                  .renormalize = c.norm_topk_prob, .renorm_eps = 1e-20f,
                                  .scaling = float(c.routed_scaling_factor)},
-                      .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size},
+                      .act = {.kind = device::ActKind::SiLU}, .expert_input = c.hidden_size},
               c.rms_norm_eps);
 
   m->set_decoder(m->weights_.embed, m->weights_.lm_head, m->weights_.final_norm, m->weights_.layers, c.rms_norm_eps,

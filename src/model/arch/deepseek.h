@@ -31,7 +31,7 @@ struct DeepSeekLayerWeights {
 };
 
 struct DeepSeekWeights {
-  kernels::Weight embed, lm_head;
+  device::Weight embed, lm_head;
   Param final_norm;
   std::vector<DeepSeekLayerWeights> layers;
 };
@@ -48,13 +48,13 @@ class DeepSeekModel final : public CacheModel {
   const DeepSeekConfig& config() const { return config_; }
 
   int64_t pass_bytes_per_row(bool record) const override;
-  const kernels::Weight& embedding() const override { return weights_.embed; }
-  const kernels::Weight& lm_head() const override { return weights_.lm_head; }
+  const device::Weight& embedding() const override { return weights_.embed; }
+  const device::Weight& lm_head() const override { return weights_.lm_head; }
 
  private:
   DeepSeekModel() = default;
-  void attention(CacheState& st, size_t layer, int64_t base, const kernels::Buf& rope, const PassOptions& opt,
-                 const kernels::Buf& x, kernels::Buf out) override;
+  void attention(CacheState& st, size_t layer, int64_t base, const device::Buf& rope, const PassOptions& opt,
+                 const device::Buf& x, device::Buf out) override;
 
   DeepSeekConfig config_;
   format::TensorSet tensors_;

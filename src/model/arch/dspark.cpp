@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "kernels/mathf.h"
+#include "device/mathf.h"
 
 namespace sluice::model {
 namespace {
@@ -26,9 +26,9 @@ int32_t first_argmax(const float* x, int64_t n) {
 
 }  // namespace
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::LinearOut;
+using device::Buf;
+using device::BufType;
+using device::LinearOut;
 
 TensorList dspark_tensors(const DSparkConfig& c, DSparkWeights* w) {
   DSparkWeights scratch;
@@ -128,8 +128,8 @@ void DSparkModel::reserve(int64_t positions) {
   if (need <= capacity_) return;
   const int64_t cap = std::max(need, capacity_ * 2);
   for (LayerCache& lc : caches_) {
-    kernels::DeviceBuffer latent(*dev_, BufType::F32, cap, config_.kv_lora_rank);
-    kernels::DeviceBuffer k_pe(*dev_, BufType::F32, cap, config_.qk_rope_head_dim);
+    device::DeviceBuffer latent(*dev_, BufType::F32, cap, config_.kv_lora_rank);
+    device::DeviceBuffer k_pe(*dev_, BufType::F32, cap, config_.qk_rope_head_dim);
     if (length_ > 0) {
       dev_->copy(latent.buf().rows_view(0, length_), lc.latent.buf().rows_view(0, length_));
       dev_->copy(k_pe.buf().rows_view(0, length_), lc.k_pe.buf().rows_view(0, length_));
@@ -146,25 +146,25 @@ void DSparkModel::truncate(int64_t n) {
 }
 
 void DSparkModel::store_kv(int64_t i, const Buf& kv, int64_t first) {
-  kernels::Device& d = *dev_;
-  kernels::ScratchScope scope(d);
+  device::Device& d = *dev_;
+  device::ScratchScope scope(d);
   const int64_t n = kv.rows, rope = config_.qk_rope_head_dim;
   const LayerCache& lc = caches_[size_t(i)];
   d.mla_cache_write(kv, weights_.layers[size_t(i)].kv_a_norm.v, config_.rms_norm_eps, lc.latent.buf(), lc.k_pe.buf(),
                     first);
   Buf table = d.scratch(BufType::F32, n, rope);
   d.rope_table(rope_, first, table);
-  d.rope(table, kernels::RopePairs::Interleaved, lc.k_pe.buf().rows_view(first, n), 1, rope, 0, rope);
+  d.rope(table, device::RopePairs::Interleaved, lc.k_pe.buf().rows_view(first, n), 1, rope, 0, rope);
 }
 
 void DSparkModel::append_context(const float* rows, int64_t n) {
   if (n < 0) fail("DSpark append_context with ", n, " rows");
   if (n == 0) return;
   const DSparkConfig& c = config_;
-  kernels::Device& d = *dev_;
+  device::Device& d = *dev_;
   const int64_t H = c.hidden_size;
   reserve(length_ + n);
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   Buf in = d.scratch(BufType::F32, n, c.context_width());
   d.upload(in, rows);
   // Target context enters only as KV entries: one normalised projection of the concatenated
@@ -184,8 +184,8 @@ void DSparkModel::append_context(const float* rows, int64_t n) {
 
 void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Buf& x, Buf out) {
   const DSparkConfig& c = config_;
-  kernels::Device& d = *dev_;
-  kernels::ScratchScope scope(d);
+  device::Device& d = *dev_;
+  device::ScratchScope scope(d);
   const int64_t nh = c.num_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, vd = c.v_head_dim;
   const int64_t qk = nope + rope, kvr = c.kv_lora_rank, L = length_, D = x.rows;
   Buf qa = d.scratch(BufType::F32, D, c.q_lora_rank);
@@ -198,7 +198,7 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Bu
   d.linear(qa, b);
   Buf table = d.scratch(BufType::F32, D, rope);
   d.rope_table(rope_, L, table);
-  d.rope(table, kernels::RopePairs::Interleaved, q, nh, qk, nope, rope);
+  d.rope(table, device::RopePairs::Interleaved, q, nh, qk, nope, rope);
   // The query rows' own keys go to positions L..L+D-1 past the committed length: visible to this
   // proposal, overwritten by the next context rows.
   store_kv(layer, kv, L);
@@ -206,7 +206,7 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Bu
   // Every query row sees every cached row and every query row (no mask inside the block).
   Buf heads = d.scratch(BufType::F32, D, nh * vd);
   const LayerCache& lc = caches_[size_t(layer)];
-  const kernels::MlaOp op{.heads = nh, .nope = nope, .rope = rope, .v_dim = vd, .kv_rank = kvr,
+  const device::MlaOp op{.heads = nh, .nope = nope, .rope = rope, .v_dim = vd, .kv_rank = kvr,
                           .scale = softmax_scale_, .causal = false, .kv_b = &w.kv_b};
   d.mla_attention(op, q, lc.latent.buf(), lc.k_pe.buf(), L + D, heads);
   const LinearOut o[] = {{&w.o, out}};
@@ -216,7 +216,7 @@ void DSparkModel::attention(const DSparkLayerWeights& w, int64_t layer, const Bu
 DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_confidence,
                                     std::vector<float>* base_logits) {
   const DSparkConfig& c = config_;
-  kernels::Device& d = *dev_;
+  device::Device& d = *dev_;
   const int64_t D = c.num_draft_tokens, H = c.hidden_size, V = c.vocab_size;
   DSparkProposal out;
   const int64_t want = std::min<int64_t>(std::max(max_tokens, 0), D);
@@ -224,14 +224,14 @@ DSparkProposal DSparkModel::propose(int32_t pending, int max_tokens, double min_
   check_token_ids(std::span<const int32_t>(&pending, 1), V);
   reserve(length_);
 
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   block_.assign(static_cast<size_t>(D), c.mask_token_id);
   block_[0] = pending;
   Buf x = d.scratch(BufType::F32, D, H);
   d.embed(target_->embedding(), block_, x);
   Buf normed = d.scratch(BufType::F32, D, H);
   Buf delta = d.scratch(BufType::F32, D, H);
-  const kernels::Activation silu{.kind = kernels::ActKind::SiLU};
+  const device::Activation silu{.kind = device::ActKind::SiLU};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const DSparkLayerWeights& w = weights_.layers[size_t(i)];
     d.rmsnorm(x, w.input_norm.v, c.rms_norm_eps, normed);

@@ -11,7 +11,7 @@
 
 #include "model/arch/dspark_config.h"
 #include "format/safetensors.h"
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/blocks/mlp.h"
 #include "model/target.h"
 #include "model/tensor_list.h"
@@ -20,15 +20,15 @@ namespace sluice::model {
 
 struct DSparkLayerWeights {
   Param input_norm, post_norm, q_a_norm, kv_a_norm;
-  kernels::Weight q_a, q_b, kv_a, kv_b, o;
+  device::Weight q_a, q_b, kv_a, kv_b, o;
   MlpWeights mlp;
 };
 
 struct DSparkWeights {
-  kernels::Weight context_proj;  // [H, n_target_layers·H]
+  device::Weight context_proj;  // [H, n_target_layers·H]
   Param context_norm, final_norm;
   std::vector<DSparkLayerWeights> layers;
-  kernels::Weight markov_w1, markov_w2;  // both [V, markov_rank]
+  device::Weight markov_w1, markov_w2;  // both [V, markov_rank]
   Param confidence_w;                    // [H + markov_rank]
   Param confidence_b;                    // [1]
   Param confidence_w_row, confidence_w_markov;  // its [H] and [markov_rank] parts
@@ -77,20 +77,20 @@ class DSparkModel {
  private:
   DSparkModel() = default;
   struct LayerCache {
-    kernels::DeviceBuffer latent, k_pe;  // capacity rows; the first length_ are valid
+    device::DeviceBuffer latent, k_pe;  // capacity rows; the first length_ are valid
   };
   void reserve(int64_t positions);
   // Writes the normalised latent and the rotated k_pe of layer i's kv_a output rows `kv` [n, kvr+rope]
   // at positions first..first+n-1 of the cache (query rows go past length_ and are never kept).
-  void store_kv(int64_t i, const kernels::Buf& kv, int64_t first);
-  void attention(const DSparkLayerWeights& w, int64_t layer, const kernels::Buf& x, kernels::Buf out);
+  void store_kv(int64_t i, const device::Buf& kv, int64_t first);
+  void attention(const DSparkLayerWeights& w, int64_t layer, const device::Buf& x, device::Buf out);
 
   DSparkConfig config_;
   format::TensorSet tensors_;
   DSparkWeights weights_;
   const Target* target_ = nullptr;
-  kernels::Device* dev_ = nullptr;
-  kernels::RopeSpec rope_;  // interleaved pairs, YaRN frequencies, double-precision angles, mscale
+  device::Device* dev_ = nullptr;
+  device::RopeSpec rope_;  // interleaved pairs, YaRN frequencies, double-precision angles, mscale
   float softmax_scale_ = 1.0f;
   std::vector<LayerCache> caches_;
   std::vector<int32_t> block_;  // token ids of the query rows

@@ -9,7 +9,7 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
+using device::Buf;
 
 TensorList gpt_oss_tensors(const GptOssConfig& c, GptOssWeights* w) {
   GptOssWeights scratch;
@@ -25,7 +25,7 @@ TensorList gpt_oss_tensors(const GptOssConfig& c, GptOssWeights* w) {
     t.param(L + "input_layernorm.weight", {H}, bind(&lw.input_norm), Init::NormWeight);
     const struct {
       const char* name;
-      kernels::Weight* w;
+      device::Weight* w;
       int64_t rows, cols;
     } proj[] = {{"q_proj", &lw.attn.q, c.q_dim(), H},
                 {"k_proj", &lw.attn.k, c.kv_dim(), H},
@@ -65,7 +65,7 @@ store::ExpertBank gpt_oss_expert_bank(const GptOssConfig& c) {
     int64_t rows, cols;
   } mats[] = {{ExpertSlot::Gate, "gate_up_proj", 2 * I, H}, {ExpertSlot::Down, "down_proj", H, I}};
   for (const auto& m : mats) {
-    b.layout.matrices.push_back({m.slot, kernels::WeightType::MXFP4, m.rows, m.cols});
+    b.layout.matrices.push_back({m.slot, device::WeightType::MXFP4, m.rows, m.cols});
     const std::string base = cat("model.layers.{L}.mlp.experts.", m.name);
     auto seg = [&](const char* part, SegmentRole role, DType dt, std::vector<int64_t> shape) {
       uint64_t bytes = uint64_t(dtype_size(dt));
@@ -82,7 +82,7 @@ store::ExpertBank gpt_oss_expert_bank(const GptOssConfig& c) {
 
 std::unique_ptr<GptOssModel> GptOssModel::load(const LoadOptions& opt) {
   std::unique_ptr<GptOssModel> m(new GptOssModel());
-  m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
+  m->dev_ = opt.device ? opt.device : &device::cpu_device();
   m->config_ = load_gpt_oss_config(opt.dir);
   const GptOssConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
@@ -95,13 +95,13 @@ std::unique_ptr<GptOssModel> GptOssModel::load(const LoadOptions& opt) {
   if (c.tie_word_embeddings) m->weights_.lm_head = m->weights_.embed;
   m->open_experts(m->tensors_, opt.resident_experts);
   m->full_ = GqaSpec{.heads = c.num_heads, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
-                     .norm_eps = c.rms_norm_eps, .pairs = kernels::RopePairs::Half};
+                     .norm_eps = c.rms_norm_eps, .pairs = device::RopePairs::Half};
   m->sliding_ = m->full_;
   m->sliding_.window = c.sliding_window;
   m->set_mlps(m->weights_.layers, [](size_t) { return true; }, static_cast<const MlpWeights GptOssLayerWeights::*>(nullptr),
-              MoeSpec{.router = {.score = kernels::RouterScore::TopkSoftmax, .experts = c.num_experts,
+              MoeSpec{.router = {.score = device::RouterScore::TopkSoftmax, .experts = c.num_experts,
                                  .top_k = c.experts_per_token, .renormalize = false},
-                      .act = {.kind = kernels::ActKind::ClampedSwiGLU, .alpha = c.swiglu_alpha, .limit = c.swiglu_limit},
+                      .act = {.kind = device::ActKind::ClampedSwiGLU, .alpha = c.swiglu_alpha, .limit = c.swiglu_limit},
                       .expert_input = c.hidden_size},
               c.rms_norm_eps);
 

@@ -11,9 +11,9 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::DeviceBuffer;
+using device::Buf;
+using device::BufType;
+using device::DeviceBuffer;
 
 // A sequence's state. KDA layers keep two copies of their state: an ordinary pass updates the
 // current one in place; a recorded (verify) pass writes its result into the other and leaves the
@@ -22,7 +22,7 @@ using kernels::DeviceBuffer;
 // copy and the record are allocated on the first recorded pass, the MLA cache doubles as needed.
 class KimiState final : public State {
  public:
-  KimiState(const KimiConfig& c, kernels::Device& d) : c_(c), dev_(d) {
+  KimiState(const KimiConfig& c, device::Device& d) : c_(c), dev_(d) {
     const int64_t P = c.kda_dim();
     for (auto kind : c.attn) {
       if (kind == AttnKind::KDA) {
@@ -88,8 +88,8 @@ class KimiState final : public State {
     int cur = 0;
     DeviceBuffer raw, k, v, g, beta;  // the record of the last recorded pass
     int64_t rec_rows = 0;
-    kernels::KdaState state(int i) const { return {conv[i].buf(), S[i].buf()}; }
-    kernels::KdaRecord rec() const { return {raw.buf(), k.buf(), v.buf(), g.buf(), beta.buf()}; }
+    device::KdaState state(int i) const { return {conv[i].buf(), S[i].buf()}; }
+    device::KdaRecord rec() const { return {raw.buf(), k.buf(), v.buf(), g.buf(), beta.buf()}; }
   };
   struct Mla {
     DeviceBuffer latent, k_pe;  // [capacity, kv_lora_rank], [capacity, qk_rope_head_dim]
@@ -100,7 +100,7 @@ class KimiState final : public State {
   };
 
   const KimiConfig& c_;
-  kernels::Device& dev_;
+  device::Device& dev_;
   std::vector<Kda> kda;  // by the ordinal of the layer among layers of its kind
   std::vector<Mla> mla;
   Record record;
@@ -132,7 +132,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& dir, bool resident
 std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   std::unique_ptr<KimiModel> m(new KimiModel());
   const std::string& dir = opt.dir;
-  m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
+  m->dev_ = opt.device ? opt.device : &device::cpu_device();
   m->config_ = load_kimi_config(dir);
   const KimiConfig& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(dir);
@@ -152,10 +152,10 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   check_device_plan(*m->dev_, dir, {.spine_bytes = list.bytes(), .expert_bytes = resident ? m->bank_.total_record_bytes() : 0});
   list.keep(*m->dev_);
 
-  const kernels::Activation act =
+  const device::Activation act =
       c.activation == Activation::SiTU
-          ? kernels::Activation{.kind = kernels::ActKind::SiTU, .beta_gate = c.situ_beta_gate, .beta_up = c.situ_beta_up}
-          : kernels::Activation{.kind = kernels::ActKind::SiLU};
+          ? device::Activation{.kind = device::ActKind::SiTU, .beta_gate = c.situ_beta_gate, .beta_up = c.situ_beta_up}
+          : device::Activation{.kind = device::ActKind::SiLU};
   for (KimiLayerWeights& lw : m->weights_.layers) {
     if (lw.attn_kind != AttnKind::KDA) continue;
     KdaWeights& k = lw.kda;
@@ -172,7 +172,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
                          .nope = c.qk_nope_head_dim, .rope = c.qk_rope_head_dim, .v_dim = c.v_head_dim,
                          .norm_eps = c.mla_norm_eps, .output_gate = c.mla_output_gate};
   MlpStack& mlps = m->mlps_;
-  mlps.moe = MoeSpec{.router = {.score = kernels::RouterScore::Sigmoid, .experts = c.num_experts,
+  mlps.moe = MoeSpec{.router = {.score = device::RouterScore::Sigmoid, .experts = c.num_experts,
                                 .top_k = c.experts_per_token, .groups = c.num_expert_group,
                                 .topk_groups = c.topk_group, .renormalize = c.renormalize,
                                 .renorm_eps = 1e-20f, .scaling = c.routed_scaling_factor},
@@ -213,9 +213,9 @@ void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda
   const bool record = opt.record;
   if (lw.attn_kind == AttnKind::KDA) {
     KimiState::Kda& k = st.kda[size_t(kda_i)];
-    const kernels::KdaState from = k.state(k.cur);
-    kernels::KdaState to = k.state(record ? 1 - k.cur : k.cur);
-    const kernels::KdaRecord rec = record ? k.rec() : kernels::KdaRecord{};
+    const device::KdaState from = k.state(k.cur);
+    device::KdaState to = k.state(record ? 1 - k.cur : k.cur);
+    const device::KdaRecord rec = record ? k.rec() : device::KdaRecord{};
     kda_forward(*dev_, lw.kda, x, from, to, record ? &rec : nullptr, out, opt.cancel);
   } else {
     KimiState::Mla& m = st.mla[size_t(mla_i)];
@@ -226,7 +226,7 @@ void KimiModel::attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda
 void KimiModel::forward(State& state, std::span<const int32_t> tokens, const PassOptions& opt, float* logits) {
   KimiState& st = kimi_state(state);
   const KimiConfig& c = config_;
-  kernels::Device& d = *dev_;
+  device::Device& d = *dev_;
   const int64_t T = int64_t(tokens.size()), H = c.hidden_size;
   if (T == 0) fail("forward pass with no tokens");
   if (!experts_ && c.num_experts > 0) fail("no expert source: load with resident experts or set a provider");
@@ -237,7 +237,7 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
   if (opt.record) st.reserve_record(T);
   st.record.valid = false;
 
-  kernels::ScratchScope pass(d);
+  device::ScratchScope pass(d);
   Buf h = d.scratch(BufType::F32, T, H);
   d.embed(weights_.embed, tokens, h);
   Buf normed = d.scratch(BufType::F32, T, H);
@@ -309,7 +309,7 @@ void KimiModel::forward(State& state, std::span<const int32_t> tokens, const Pas
   Buf fn = d.scratch(BufType::F32, rows, H);
   d.rmsnorm(fin, weights_.final_norm.v, c.rms_norm_eps, fn);
   Buf lg = d.scratch(BufType::F32, rows, c.vocab_size);
-  const kernels::LinearOut head[] = {{&weights_.lm_head, lg}};
+  const device::LinearOut head[] = {{&weights_.lm_head, lg}};
   d.linear(fn, head);
   d.download(lg, logits);  // sync point: the logits
   if (captured > 0) d.download(cap, opt.capture->rows);  // sync point: the drafter's rows
@@ -335,7 +335,7 @@ void KimiModel::commit_prefix(State& state, int64_t n) {
   for (const KimiLayerWeights& lw : weights_.layers) {
     if (lw.attn_kind != AttnKind::KDA) continue;
     KimiState::Kda& k = st.kda[size_t(kda_i++)];
-    kernels::KdaState cur = k.state(k.cur);
+    device::KdaState cur = k.state(k.cur);
     dev_->kda_replay(lw.kda.op, cur, k.rec(), n);
   }
   st.length_ = st.record.length_before + n;
@@ -356,7 +356,7 @@ void KimiModel::save(const State& state, Snapshot& snapshot) const {
   auto& snap = dynamic_cast<KimiSnapshot&>(snapshot);
   snap.length_ = st.length_;
   for (size_t i = 0; i < st.kda.size(); ++i) {
-    const kernels::KdaState cur = st.kda[i].state(st.kda[i].cur);
+    const device::KdaState cur = st.kda[i].state(st.kda[i].cur);
     dev_->copy(snap.conv[i].buf(), cur.conv);
     dev_->copy(snap.S[i].buf(), cur.S);
   }
@@ -369,7 +369,7 @@ void KimiModel::restore(State& state, const Snapshot& snapshot) const {
   SLUICE_CHECK(snap.length_ <= st.length_, "restore of a snapshot at ", snap.length_, " into a state at ", st.length_);
   st.length_ = snap.length_;
   for (size_t i = 0; i < st.kda.size(); ++i) {
-    const kernels::KdaState cur = st.kda[i].state(st.kda[i].cur);
+    const device::KdaState cur = st.kda[i].state(st.kda[i].cur);
     dev_->copy(cur.conv, snap.conv[i].buf());
     dev_->copy(cur.S, snap.S[i].buf());
   }

@@ -39,7 +39,7 @@ struct KimiLayerWeights {
 };
 
 struct KimiWeights {
-  kernels::Weight embed, lm_head;
+  device::Weight embed, lm_head;
   Param final_norm, out_res_norm, out_res_proj;
   std::vector<KimiLayerWeights> layers;
 };
@@ -66,7 +66,7 @@ class KimiModel final : public Target {
   const KimiConfig& config() const { return config_; }
 
   const TargetInfo& info() const override { return info_; }
-  kernels::Device& device() const override { return *dev_; }
+  device::Device& device() const override { return *dev_; }
   const store::ExpertBank* expert_bank() const override { return bank_.empty() ? nullptr : &bank_; }
   void set_expert_provider(store::ExpertProvider* p) override;
   store::ExpertProvider* expert_provider() const override { return experts_; }
@@ -84,17 +84,17 @@ class KimiModel final : public Target {
   std::vector<float> state_values(const State& st) const override;
   int64_t pass_bytes_per_row(bool record) const override;
   const TargetCounters& counters() const override { return counters_; }
-  const kernels::Weight& embedding() const override { return weights_.embed; }
-  const kernels::Weight& lm_head() const override { return weights_.lm_head; }
+  const device::Weight& embedding() const override { return weights_.embed; }
+  const device::Weight& lm_head() const override { return weights_.lm_head; }
 
  private:
   KimiModel() = default;
   void attention(KimiState& st, const KimiLayerWeights& lw, int64_t kda_i, int64_t mla_i, int64_t base,
-                 const PassOptions& opt, const kernels::Buf& x, kernels::Buf out);
+                 const PassOptions& opt, const device::Buf& x, device::Buf out);
 
   KimiConfig config_;
   TargetInfo info_;
-  kernels::Device* dev_ = nullptr;
+  device::Device* dev_ = nullptr;
   format::TensorSet tensors_;
   KimiWeights weights_;
   store::ExpertBank bank_;
@@ -105,7 +105,7 @@ class KimiModel final : public Target {
   MlpStack mlps_;  // every layer's MLP or MoE
 
   // Host-side tables reused across passes (reserved at load).
-  std::vector<kernels::Buf> anchors_, sources_;
+  std::vector<device::Buf> anchors_, sources_;
   std::vector<int> capture_slot_;  // per layer: its slot in the HiddenCapture rows, or -1
 };
 

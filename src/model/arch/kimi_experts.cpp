@@ -15,7 +15,7 @@ store::ExpertBank kimi_expert_bank(const KimiConfig& c) {
   for (int l = 0; l < int(c.num_layers); ++l)
     if (c.mlp[size_t(l)] == MlpKind::MoE) b.moe_layers.push_back(l);
   const int64_t inter = c.moe_intermediate_size, input = c.expert_input_size();
-  const kernels::WeightType type = c.experts_mxfp4 ? kernels::WeightType::MXFP4 : kernels::WeightType::BF16;
+  const device::WeightType type = c.experts_mxfp4 ? device::WeightType::MXFP4 : device::WeightType::BF16;
   const std::string base = c.tensor_prefix + "model.layers.{L}.block_sparse_moe.experts.{E}.w";
   // Record order w1, w2, w3 (gate, down, up).
   for (int which : {1, 2, 3}) {

@@ -11,8 +11,8 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
+using device::Buf;
+using device::BufType;
 
 TensorList qwen3_tensors(const Qwen3Config& c, Qwen3Weights* w) {
   Qwen3Weights scratch;
@@ -59,7 +59,7 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const std::string& dir) { return lo
 
 std::unique_ptr<Qwen3Model> Qwen3Model::load(const LoadOptions& opt) {
   std::unique_ptr<Qwen3Model> m(new Qwen3Model());
-  m->dev_ = opt.device ? opt.device : &kernels::cpu_device();
+  m->dev_ = opt.device ? opt.device : &device::cpu_device();
   m->config_ = load_qwen3_config(opt.dir);
   const Qwen3Config& c = m->config_;
   m->tensors_ = format::TensorSet::open_dir(opt.dir);
@@ -73,11 +73,11 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(const LoadOptions& opt) {
   if (c.tie_word_embeddings) m->weights_.lm_head = m->weights_.embed;
   m->open_experts(m->tensors_, opt.resident_experts);
   m->gqa_ = GqaSpec{.heads = c.num_heads, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
-                    .norm_eps = c.rms_norm_eps, .pairs = kernels::RopePairs::Half};
+                    .norm_eps = c.rms_norm_eps, .pairs = device::RopePairs::Half};
   m->set_mlps(m->weights_.layers, [&c](size_t l) { return bool(c.sparse[l]); }, &Qwen3LayerWeights::mlp,
-              MoeSpec{.router = {.score = kernels::RouterScore::Softmax, .experts = c.num_experts,
+              MoeSpec{.router = {.score = device::RouterScore::Softmax, .experts = c.num_experts,
                                  .top_k = c.experts_per_token, .renormalize = c.norm_topk_prob, .renorm_eps = 0.0f},
-                      .act = {.kind = kernels::ActKind::SiLU}, .expert_input = c.hidden_size},
+                      .act = {.kind = device::ActKind::SiLU}, .expert_input = c.hidden_size},
               c.rms_norm_eps);
 
   // transformers' fp32 frequencies (plain or YaRN) and cos/sin magnitude.

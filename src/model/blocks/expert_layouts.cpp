@@ -27,22 +27,22 @@ void add_per_expert_swiglu(store::ExpertLayout& layout, const std::string& prefi
     };
     switch (quant) {
       case format::WeightQuant::None:
-        layout.matrices.push_back({m.slot, kernels::WeightType::BF16, m.rows, m.cols});
+        layout.matrices.push_back({m.slot, device::WeightType::BF16, m.rows, m.cols});
         add(SegmentRole::Data, ".weight", DType::BF16, {m.rows, m.cols});
         break;
       case format::WeightQuant::Fp8Block: {
-        const int64_t B = kernels::kFp8Block;
-        layout.matrices.push_back({m.slot, kernels::WeightType::FP8_E4M3, m.rows, m.cols});
+        const int64_t B = device::kFp8Block;
+        layout.matrices.push_back({m.slot, device::WeightType::FP8_E4M3, m.rows, m.cols});
         add(SegmentRole::Data, ".weight", DType::F8_E4M3, {m.rows, m.cols});
         add(SegmentRole::Scales, ".weight_scale_inv", DType::F32, {(m.rows + B - 1) / B, (m.cols + B - 1) / B});
         break;
       }
       case format::WeightQuant::Int4Group32:
-        if (m.cols % kernels::kInt4Group != 0)
-          fail("expert layout: INT4 ", m.name, " has ", m.cols, " columns, not a multiple of ", kernels::kInt4Group);
-        layout.matrices.push_back({m.slot, kernels::WeightType::INT4_G32, m.rows, m.cols});
+        if (m.cols % device::kInt4Group != 0)
+          fail("expert layout: INT4 ", m.name, " has ", m.cols, " columns, not a multiple of ", device::kInt4Group);
+        layout.matrices.push_back({m.slot, device::WeightType::INT4_G32, m.rows, m.cols});
         add(SegmentRole::Data, ".weight_packed", DType::I32, {m.rows, m.cols / 8});
-        add(SegmentRole::Scales, ".weight_scale", DType::BF16, {m.rows, m.cols / kernels::kInt4Group});
+        add(SegmentRole::Scales, ".weight_scale", DType::BF16, {m.rows, m.cols / device::kInt4Group});
         add(SegmentRole::Shape, ".weight_shape", DType::I32, {2});
         break;
     }

@@ -6,13 +6,13 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::LinearOut;
+using device::Buf;
+using device::BufType;
+using device::LinearOut;
 
-void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, const Buf& rope_table, Buf k_cache,
+void gqa_forward(device::Device& d, const GqaSpec& s, const GqaWeights& w, const Buf& rope_table, Buf k_cache,
                  Buf v_cache, int64_t base, const Buf& x, Buf out, const std::atomic<bool>* cancel) {
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   const int64_t T = x.rows, D = s.head_dim, qd = s.heads * D, kvd = s.kv_heads * D;
   Buf q = d.scratch(BufType::F32, T, qd);
   Buf k = d.scratch(BufType::F32, T, kvd);
@@ -27,7 +27,7 @@ void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, cons
   d.copy(k_cache.rows_view(base, T), k);
   d.copy(v_cache.rows_view(base, T), v);
   Buf attn = d.scratch(BufType::F32, T, qd);
-  const kernels::GqaOp op{.heads = s.heads, .kv_heads = s.kv_heads, .head_dim = D,
+  const device::GqaOp op{.heads = s.heads, .kv_heads = s.kv_heads, .head_dim = D,
                           .scale = 1.0f / std::sqrt(float(D)), .window = s.window, .sinks = w.sinks.v};
   for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
     d.gqa_attention(op, q.rows_view(r0, n), k_cache, v_cache, base + 1 + r0, attn.rows_view(r0, n));

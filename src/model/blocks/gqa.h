@@ -4,14 +4,14 @@
 #pragma once
 #include <atomic>
 
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/pass_options.h"
 #include "model/tensor_list.h"
 
 namespace sluice::model {
 
 struct GqaWeights {
-  kernels::Weight q, k, v, o;
+  device::Weight q, k, v, o;
   Param q_norm, k_norm;  // [head_dim] each, empty without q/k norm
   Param sinks;           // [heads], empty without learned sinks
 };
@@ -19,14 +19,14 @@ struct GqaWeights {
 struct GqaSpec {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   float norm_eps = 1e-6f;
-  kernels::RopePairs pairs = kernels::RopePairs::Half;
+  device::RopePairs pairs = device::RopePairs::Half;
   int64_t window = 0;  // > 0: sliding-window layer
 };
 
 // rope_table: the pass's cos/sin rows (Device::rope_table); k_cache/v_cache: [capacity, kv_dim].
 // cancel: see for_attention_slices.
-void gqa_forward(kernels::Device& d, const GqaSpec& s, const GqaWeights& w, const kernels::Buf& rope_table,
-                 kernels::Buf k_cache, kernels::Buf v_cache, int64_t base, const kernels::Buf& x, kernels::Buf out,
+void gqa_forward(device::Device& d, const GqaSpec& s, const GqaWeights& w, const device::Buf& rope_table,
+                 device::Buf k_cache, device::Buf v_cache, int64_t base, const device::Buf& x, device::Buf out,
                  const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace sluice::model

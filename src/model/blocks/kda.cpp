@@ -3,9 +3,9 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::LinearOut;
+using device::Buf;
+using device::BufType;
+using device::LinearOut;
 
 void KdaWeights::bind_op() {
   op.q_conv = q_conv.v;
@@ -16,11 +16,11 @@ void KdaWeights::bind_op() {
   op.o_norm = o_norm.v;
 }
 
-void kda_forward(kernels::Device& d, const KdaWeights& w, const Buf& x, const kernels::KdaState& from,
-                 kernels::KdaState& to, const kernels::KdaRecord* rec, Buf out, const std::atomic<bool>* cancel) {
-  kernels::ScratchScope scope(d);
+void kda_forward(device::Device& d, const KdaWeights& w, const Buf& x, const device::KdaState& from,
+                 device::KdaState& to, const device::KdaRecord* rec, Buf out, const std::atomic<bool>* cancel) {
+  device::ScratchScope scope(d);
   const int64_t T = x.rows, P = w.op.dim(), dk = w.op.head_dim;
-  kernels::KdaInputs in;
+  device::KdaInputs in;
   in.q = d.scratch(BufType::F32, T, P);
   in.k = d.scratch(BufType::F32, T, P);
   in.v = d.scratch(BufType::F32, T, P);
@@ -47,7 +47,7 @@ void kda_forward(kernels::Device& d, const KdaWeights& w, const Buf& x, const ke
     // The recurrence carries its state from slice to slice (the first reads `from`), and a T-row
     // call is T one-row calls bit for bit, so the slices change nothing; see for_attention_slices.
     for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
-      const kernels::KdaInputs s{in.q.rows_view(r0, n), in.k.rows_view(r0, n), in.v.rows_view(r0, n),
+      const device::KdaInputs s{in.q.rows_view(r0, n), in.k.rows_view(r0, n), in.v.rows_view(r0, n),
                                  in.f.rows_view(r0, n), in.beta.rows_view(r0, n), in.gate.rows_view(r0, n)};
       d.kda(w.op, s, r0 == 0 ? from : to, to, nullptr, o.rows_view(r0, n));
     });

@@ -6,13 +6,13 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::LinearOut;
+using device::Buf;
+using device::BufType;
+using device::LinearOut;
 
-void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf latent, Buf k_pe, int64_t base,
+void mla_forward(device::Device& d, const MlaSpec& s, const MlaWeights& w, Buf latent, Buf k_pe, int64_t base,
                  const Buf& x, Buf out, const std::atomic<bool>* cancel, const Buf& rope_table) {
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   const int64_t T = x.rows, nh = s.heads, qk = s.nope + s.rope, vd = s.v_dim;
   Buf q = d.scratch(BufType::F32, T, nh * qk);
   Buf kv = d.scratch(BufType::F32, T, s.kv_rank + s.rope);
@@ -43,7 +43,7 @@ void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, Buf 
   }
   Buf attn = d.scratch(BufType::F32, T, nh * vd);
   const float scale = s.scale > 0 ? s.scale : 1.0f / std::sqrt(float(qk));
-  const kernels::MlaOp op{.heads = nh, .nope = s.nope, .rope = s.rope, .v_dim = vd, .kv_rank = s.kv_rank,
+  const device::MlaOp op{.heads = nh, .nope = s.nope, .rope = s.rope, .v_dim = vd, .kv_rank = s.kv_rank,
                           .scale = scale, .causal = true, .kv_b = &w.kv_b};
   for_attention_slices(T, cancel, [&](int64_t r0, int64_t n) {
     d.mla_attention(op, q.rows_view(r0, n), latent, k_pe, base + 1 + r0, attn.rows_view(r0, n));

@@ -5,14 +5,14 @@
 #pragma once
 #include <atomic>
 
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/pass_options.h"
 #include "model/tensor_list.h"
 
 namespace sluice::model {
 
 struct MlaWeights {
-  kernels::Weight q, q_a, q_b, kv_a, kv_b, g, o;  // q (no q_lora) or q_a/q_b; g only with the output gate
+  device::Weight q, q_a, q_b, kv_a, kv_b, g, o;  // q (no q_lora) or q_a/q_b; g only with the output gate
   Param q_a_norm, kv_a_norm;
 };
 
@@ -21,15 +21,15 @@ struct MlaSpec {
   float norm_eps = 1e-6f;  // q_a_layernorm / kv_a_layernorm
   bool output_gate = false;
   bool rotate = false;     // RoPE on q's and k's rope parts (pairs as `pairs`), from the pass's table
-  kernels::RopePairs pairs = kernels::RopePairs::Interleaved;
+  device::RopePairs pairs = device::RopePairs::Interleaved;
   float scale = 0.0f;      // the softmax scale; 0: (nope + rope)^-0.5
 };
 
 // Rows are at positions base..base+T-1; their latents are written into the cache (latent, k_pe:
 // [capacity, kv_rank] and [capacity, rope]) there, k_pe rotated when s.rotate. rope_table: the
 // pass's [T, rope] cos/sin rows (empty unless s.rotate). cancel: see for_attention_slices.
-void mla_forward(kernels::Device& d, const MlaSpec& s, const MlaWeights& w, kernels::Buf latent, kernels::Buf k_pe,
-                 int64_t base, const kernels::Buf& x, kernels::Buf out, const std::atomic<bool>* cancel = nullptr,
-                 const kernels::Buf& rope_table = {});
+void mla_forward(device::Device& d, const MlaSpec& s, const MlaWeights& w, device::Buf latent, device::Buf k_pe,
+                 int64_t base, const device::Buf& x, device::Buf out, const std::atomic<bool>* cancel = nullptr,
+                 const device::Buf& rope_table = {});
 
 }  // namespace sluice::model

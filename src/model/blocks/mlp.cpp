@@ -3,16 +3,16 @@
 
 namespace sluice::model {
 
-void mlp_forward(kernels::Device& d, const MlpWeights& w, const kernels::Activation& act, const kernels::Buf& x,
-                 kernels::Buf out) {
-  kernels::ScratchScope scope(d);
+void mlp_forward(device::Device& d, const MlpWeights& w, const device::Activation& act, const device::Buf& x,
+                 device::Buf out) {
+  device::ScratchScope scope(d);
   const int64_t T = x.rows, I = w.gate.rows;
-  kernels::Buf g = d.scratch(kernels::BufType::F32, T, I);
-  kernels::Buf u = d.scratch(kernels::BufType::F32, T, I);
-  const kernels::LinearOut gu[] = {{&w.gate, g}, {&w.up, u}};
+  device::Buf g = d.scratch(device::BufType::F32, T, I);
+  device::Buf u = d.scratch(device::BufType::F32, T, I);
+  const device::LinearOut gu[] = {{&w.gate, g}, {&w.up, u}};
   d.linear(x, gu);
   d.gated_act(act, g, u);
-  const kernels::LinearOut down[] = {{&w.down, out}};
+  const device::LinearOut down[] = {{&w.down, out}};
   d.linear(g, down);
 }
 

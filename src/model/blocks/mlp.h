@@ -1,14 +1,14 @@
 // The gated MLP: out = down(act(gate·x, up·x)) (dense layers, shared experts, SwiGLU drafters).
 #pragma once
-#include "kernels/device.h"
+#include "device/device.h"
 
 namespace sluice::model {
 
 struct MlpWeights {
-  kernels::Weight gate, up, down;
+  device::Weight gate, up, down;
 };
 
-void mlp_forward(kernels::Device& d, const MlpWeights& w, const kernels::Activation& act, const kernels::Buf& x,
-                 kernels::Buf out);
+void mlp_forward(device::Device& d, const MlpWeights& w, const device::Activation& act, const device::Buf& x,
+                 device::Buf out);
 
 }  // namespace sluice::model

@@ -6,9 +6,9 @@
 
 namespace sluice::model {
 
-using kernels::Buf;
-using kernels::BufType;
-using kernels::LinearOut;
+using device::Buf;
+using device::BufType;
+using device::LinearOut;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -55,11 +55,11 @@ void group_members(MoeHost& h, int64_t experts) {
 
 // The router of the pass's rows from its logits; the route ids come back to the host (the layer's
 // sync point: the host decides what to read), the weights stay on the device.
-void route_rows(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Buf& logits, Buf weights,
+void route_rows(device::Device& d, const MoeSpec& s, const MoeWeights& w, const Buf& logits, Buf weights,
                 MoeHost& host) {
   const int64_t T = logits.rows, k = s.router.top_k;
   Buf ids = d.scratch(BufType::I32, T, k);
-  kernels::RouterOp router = s.router;
+  device::RouterOp router = s.router;
   router.correction_bias = w.correction_bias.v;
   d.route(router, logits, ids, weights);
   host.route.resize(size_t(T * k));
@@ -72,7 +72,7 @@ void route_rows(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const
 // each output row is moved to its member's row of yexp on the device. Rows of yexp belong to one
 // member each, so these writes and the device's own experts' never meet; combine then sums every
 // row's slots in route order on the device.
-void host_experts(kernels::Device& d, const kernels::ExpertsOp& op, Buf yexp, MoeHost& h) {
+void host_experts(device::Device& d, const device::ExpertsOp& op, Buf yexp, MoeHost& h) {
   const int64_t R = yexp.cols;
   int64_t n = 0;
   for (const auto& m : h.host_members) n += int64_t(m.size());
@@ -91,9 +91,9 @@ void host_experts(kernels::Device& d, const kernels::ExpertsOp& op, Buf yexp, Mo
     }
     h.host_lists.emplace_back(h.host_ids.data() + first, size_t(at - first));
   }
-  const Buf zc{h.zc.data(), n, R, R, BufType::F32, kernels::Place::Host};
-  const Buf yc{h.yc.data(), n, R, R, BufType::F32, kernels::Place::Host};
-  kernels::cpu_device().experts(kernels::ExpertsOp{.act = op.act, .top_k = 1}, h.host_views, h.host_lists, zc, yc);
+  const Buf zc{h.zc.data(), n, R, R, BufType::F32, device::Place::Host};
+  const Buf yc{h.yc.data(), n, R, R, BufType::F32, device::Place::Host};
+  device::cpu_device().experts(device::ExpertsOp{.act = op.act, .top_k = 1}, h.host_views, h.host_lists, zc, yc);
   at = 0;
   for (const auto& members : h.host_members)
     for (int64_t m : members) d.upload(yexp.rows_view(m, 1), h.yc.data() + (at++) * R);
@@ -101,9 +101,9 @@ void host_experts(kernels::Device& d, const kernels::ExpertsOp& op, Buf yexp, Mo
 
 }  // namespace
 
-void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
+void moe_forward(device::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
                  const Buf& x, Buf out, MoeHost& host, TargetCounters* counters) {
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   const int64_t T = x.rows, E = s.router.experts, k = s.router.top_k, R = s.expert_input;
   host.reserve(E, T * k);
   Buf logits = d.scratch(BufType::F32, T, E);
@@ -128,14 +128,14 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
 
   // Experts are asked for in groups the provider can hold at once; every expert of the union is
   // requested exactly once per pass and run over all rows routed to it, in the order they land.
-  const kernels::ExpertsOp op{.act = s.act, .top_k = k};
+  const device::ExpertsOp op{.act = s.act, .top_k = k};
   Buf yexp = d.scratch(BufType::F32, T * k, R);
   const size_t group = std::max<size_t>(1, experts.max_batch());
   bool z_on_host = false;
   for (size_t g0 = 0; g0 < host.uni.size(); g0 += group) {
     const size_t gn = std::min(group, host.uni.size() - g0);
     experts.begin(layer, std::span<const int32_t>(host.uni.data() + g0, gn));
-    kernels::ExpertView view;
+    device::ExpertView view;
     const bool grouped = d.groups_experts();
     host.views.clear();
     host.view_members.clear();
@@ -153,7 +153,7 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
         host.view_members.push_back(rows);
       } else {
         d.wait(view.ready);
-        d.experts(op, std::span<const kernels::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1),
+        d.experts(op, std::span<const device::ExpertView>(&view, 1), std::span<const std::span<const int64_t>>(&rows, 1),
                   z, yexp);
       }
     }
@@ -165,7 +165,7 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
       z_on_host = true;
     }
     if (grouped && !host.views.empty()) {
-      for (const kernels::ExpertView& v : host.views) d.wait(v.ready);
+      for (const device::ExpertView& v : host.views) d.wait(v.ready);
       d.experts(op, host.views, host.view_members, z, yexp);
     }
     lease_s += lap(t);
@@ -200,9 +200,9 @@ void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, stor
   }
 }
 
-void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
+void moe_predict(device::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
                  store::ExpertProvider& experts, int layer, const Buf& m_in, MoeHost& host, int distance) {
-  kernels::ScratchScope scope(d);
+  device::ScratchScope scope(d);
   const int64_t T = m_in.rows, E = s.router.experts, k = s.router.top_k;
   host.reserve(E, T * k);
   Buf pn = d.scratch(BufType::F32, T, m_in.cols);
@@ -233,7 +233,7 @@ void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, cons
   experts.prefetch(layer, host.chosen, distance);
 }
 
-void MlpStack::predict_ahead(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& m_in) {
+void MlpStack::predict_ahead(device::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& m_in) {
   const int ahead = experts ? experts->lookahead() : 0;
   for (int k = 1; k <= ahead; ++k) {
     const size_t next = layer + size_t(k);
@@ -242,7 +242,7 @@ void MlpStack::predict_ahead(kernels::Device& d, store::ExpertProvider* experts,
   }
 }
 
-void MlpStack::forward(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& x, Buf out,
+void MlpStack::forward(device::Device& d, store::ExpertProvider* experts, size_t layer, const Buf& x, Buf out,
                        TargetCounters* counters) {
   const MlpLayer& l = layers[layer];
   if (l.moe) moe_forward(d, moe, *l.moe, *experts, int(layer), x, out, host, counters);

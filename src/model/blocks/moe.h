@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/device.h"
+#include "device/device.h"
 #include "model/blocks/mlp.h"
 #include "model/target.h"
 #include "model/tensor_list.h"
@@ -17,15 +17,15 @@
 namespace sluice::model {
 
 struct MoeWeights {
-  kernels::Weight router, latent_down, latent_up;  // latent_* only for K3's latent MoE
+  device::Weight router, latent_down, latent_up;  // latent_* only for K3's latent MoE
   Param correction_bias, latent_norm;
   MlpWeights shared;
   bool has_shared = false;
 };
 
 struct MoeSpec {
-  kernels::RouterOp router;      // its correction_bias view is each layer's (MoeWeights)
-  kernels::Activation act;       // of the routed and the shared experts
+  device::RouterOp router;      // its correction_bias view is each layer's (MoeWeights)
+  device::Activation act;       // of the routed and the shared experts
   int64_t expert_input = 0;      // width the experts see (the latent width, or hidden)
   bool latent = false;           // K3: experts run in a projected space
   float norm_eps = 1e-5f;        // the latent norm
@@ -39,11 +39,11 @@ struct MoeHost {
   std::vector<int64_t> offsets;  // members of uni[i]: members[offsets[i] .. offsets[i+1])
   std::vector<int64_t> members;  // (row·k + slot) grouped by expert, ascending within each
   std::vector<int32_t> votes, chosen, best_rank;  // prediction
-  std::vector<kernels::ExpertView> views;               // a group's views, for devices that group experts
+  std::vector<device::ExpertView> views;               // a group's views, for devices that group experts
   std::vector<std::span<const int64_t>> view_members;   // and their member lists
   // Experts a GPU host's plan computes on its cores (ExpertView::compute_on_host): their views and
   // member lists, the pass's z on the host, and the gathered inputs and outputs of their members.
-  std::vector<kernels::ExpertView> host_views;
+  std::vector<device::ExpertView> host_views;
   std::vector<std::span<const int64_t>> host_members;
   std::vector<float> z, zc, yc;
   std::vector<int64_t> host_ids;
@@ -51,15 +51,15 @@ struct MoeHost {
   void reserve(int64_t experts, int64_t slots);
 };
 
-void moe_forward(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
-                 const kernels::Buf& x, kernels::Buf out, MoeHost& host, TargetCounters* counters);
+void moe_forward(device::Device& d, const MoeSpec& s, const MoeWeights& w, store::ExpertProvider& experts, int layer,
+                 const device::Buf& x, device::Buf out, MoeHost& host, TargetCounters* counters);
 
 // Layer `layer`'s own norm and router applied to the MLP input m_in of the layer `distance` layers
 // before it: a guess at its routes, handed to the provider as a prefetch in confidence order (most
 // rows first, then the best rank any row gave it, then the lower id; capped at what the provider
 // holds at once); the real router decides at that layer.
-void moe_predict(kernels::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
-                 store::ExpertProvider& experts, int layer, const kernels::Buf& m_in, MoeHost& host, int distance);
+void moe_predict(device::Device& d, const MoeSpec& s, const MoeWeights& w, const Param& post_norm, float eps,
+                 store::ExpertProvider& experts, int layer, const device::Buf& m_in, MoeHost& host, int distance);
 
 // One layer's MLP as a pass sees it: its MoE (null: a dense layer, `dense`) and the norm in front
 // of it.
@@ -74,16 +74,16 @@ struct MlpLayer {
 struct MlpStack {
   std::vector<MlpLayer> layers;
   MoeSpec moe;                    // the MoE layers'
-  kernels::Activation dense_act;  // the dense layers'
+  device::Activation dense_act;  // the dense layers'
   float eps = 1e-6f;              // the post-attention norm's
   MoeHost host;
 
   // Before layer `layer`'s MLP, whose input (before its norm) is m_in: guesses at the routes of
   // the MoE layers among the next experts->lookahead() ones (the next layer's, and while the
   // drives would otherwise idle, the ones after it), each from its own norm and router.
-  void predict_ahead(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const kernels::Buf& m_in);
+  void predict_ahead(device::Device& d, store::ExpertProvider* experts, size_t layer, const device::Buf& m_in);
   // Layer `layer`'s MoE or dense MLP of x (normed) into out.
-  void forward(kernels::Device& d, store::ExpertProvider* experts, size_t layer, const kernels::Buf& x, kernels::Buf out,
+  void forward(device::Device& d, store::ExpertProvider* experts, size_t layer, const device::Buf& x, device::Buf out,
                TargetCounters* counters);
 };
 
