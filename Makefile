@@ -31,7 +31,7 @@ SAN_TSAN = -fsanitize=thread -fno-omit-frame-pointer
 # variables), the unit test sources and src/cli at -O0 (SLUICE_GLUE_OPT: gtest's macros and the
 # CLI's CLI11 and JSON templates, optimized under instrumentation, were over half of the ASan
 # build's compile time; the code they drive keeps -O1). The TSan build compiles unit_tests from only the sources of the suites it runs; CI
-# runs it after the ASan build (.ci/run). Compile times: docs/BENCHMARKS.md, "CI's minutes".
+# runs it after the ASan build (.ci/run). Compile times: docs/BENCHMARKS.md, "The house".
 SAN_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DSLUICE_GLUE_OPT=-O0
 TSAN_CMAKE = $(SAN_CMAKE)

@@ -36,6 +36,10 @@ mkdir -p "$objdir" "$work/corpus"
 # objects compile faster than with full debug information.
 cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer -I"$src/src")
+# Objects compile through ccache where it is installed, as the CMake builds do (SLUICE_CCACHE=OFF
+# turns it off): a CI machine that kept its cache compiles only what changed.
+launcher=()
+if [ "${SLUICE_CCACHE:-ON}" != OFF ] && command -v ccache >/dev/null 2>&1; then launcher=(ccache); fi
 # The flags stamp is checked, the objects cleared and the stamp written under one lock, before any
 # compiling: a target that found no stamp used to clear the objects that another target (ctest -j)
 # had just compiled, and that target's link then failed on a missing object.
@@ -68,7 +72,7 @@ for rel in "$main_cpp" "${sources[@]/#/$src/}"; do
   objects+=("$obj")
   if ! up_to_date "$obj"; then
     echo "run_fuzz: compiling ${rel#"$src"/}"
-    "${cxx[@]}" -MMD -MF "$obj.d.$$" -c "$rel" -o "$obj.$$"
+    ${launcher[@]+"${launcher[@]}"} "${cxx[@]}" -MMD -MF "$obj.d.$$" -c "$rel" -o "$obj.$$"
     mv -f "$obj.d.$$" "$obj.d"
     mv -f "$obj.$$" "$obj"
   fi
