@@ -30,7 +30,6 @@ Action register_make_tiny(CLI::App& app) {
   auto dspark = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>();
   auto dspark_ids = std::make_shared<std::string>();
-  s->arch = "kimi_k3";
   const std::vector<std::string> types = model::tiny_model_types();
   std::string type_list;
   for (const std::string& t : types) type_list += (type_list.empty() ? "" : ", ") + t;

@@ -127,20 +127,11 @@ class CacheModel : public Target {
     dc.rope.f64_angles = false;
     dc.rope_dim = rope_dim;
   }
-  // Every layer's MLP (mlps_): layer l's `moe` where is_moe(l), else its dense MLP (the member
-  // `dense`, SiLU; null: the model has none), each after its `post_norm`.
+  // Every layer's MLP (mlps_, MlpStack::bind), the dense ones with SiLU as in every family here.
   template <class LayerWeights, class IsMoe>
   void set_mlps(const std::vector<LayerWeights>& layers, IsMoe is_moe, const MlpWeights LayerWeights::*dense,
                 const MoeSpec& moe, float eps) {
-    mlps_.moe = moe;
-    mlps_.dense_act = {.kind = device::ActKind::SiLU};
-    mlps_.eps = eps;
-    mlps_.host.reserve(moe.router.experts, 64 * moe.router.top_k);
-    mlps_.layers.clear();
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const LayerWeights& lw = layers[l];
-      mlps_.layers.push_back({is_moe(l) ? &lw.moe : nullptr, dense ? &(lw.*dense) : nullptr, &lw.post_norm});
-    }
+    mlps_.bind(layers, is_moe, dense, moe, {.kind = device::ActKind::SiLU}, eps);
   }
   // Serves the bank's experts from the mapped checkpoint (on dev_) unless `resident` is false; the
   // provider defaults to them.

@@ -226,15 +226,21 @@ void write_roster(const std::vector<TensorSpec>& roster, uint64_t seed, int shar
   write_file_durably(dir + "/config.json", config_text);
 }
 
+// A registered architecture's checkpoint of a make-tiny config: its roster, generation_config's ids.
+void write_tiny(const Architecture& arch, const TinyConfig& t, uint64_t seed, int shards, const std::string& where,
+                const std::string& dir, void (*progress)(int64_t done, int64_t total)) {
+  const json gen = {{"bos_token_id", t.bos}, {"eos_token_id", t.eos}};
+  write_roster(arch.roster(t.config_json, where), seed, shards, t.config_json, gen, dir, progress);
+}
+
 }  // namespace
 
 void write_tiny_checkpoint(const TinySpec& spec, const std::string& dir,
                            void (*progress)(int64_t done, int64_t total)) {
-  std::string config_text = tiny_config_json(spec);
-  KimiConfig c = parse_kimi_config(config_text, "make-tiny config");
-  std::vector<TensorSpec> roster = kimi_tensors(c, nullptr).expanded(kimi_expert_bank(c));
-  json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}};
-  write_roster(roster, spec.seed, spec.shards, config_text, gen, dir, progress);
+  const std::string config_text = tiny_config_json(spec);
+  const KimiConfig c = parse_kimi_config(config_text, "make-tiny config");
+  write_tiny(kKimiArchitecture, {config_text, c.bos_token_id, c.eos_token_id}, spec.seed, spec.shards,
+             "make-tiny config", dir, progress);
 }
 
 namespace {
@@ -282,10 +288,7 @@ std::string tiny_moe_config_json(const TinyMoeSpec& spec) { return tiny_architec
 void write_tiny_moe_checkpoint(const TinyMoeSpec& spec, const std::string& dir,
                                void (*progress)(int64_t done, int64_t total)) {
   const Architecture& arch = tiny_architecture(spec.arch);
-  const TinyConfig t = arch.tiny(spec);
-  const json gen = {{"bos_token_id", t.bos}, {"eos_token_id", t.eos}};
-  write_roster(arch.roster(t.config_json, "make-tiny " + spec.arch + " config"), spec.seed, spec.shards, t.config_json,
-               gen, dir, progress);
+  write_tiny(arch, arch.tiny(spec), spec.seed, spec.shards, "make-tiny " + spec.arch + " config", dir, progress);
 }
 
 void write_tiny_qwen3_checkpoint(const TinyQwen3Spec& s, const std::string& dir) {

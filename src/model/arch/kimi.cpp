@@ -171,17 +171,14 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   m->mla_spec_ = MlaSpec{.heads = c.num_heads, .q_lora_rank = c.q_lora_rank, .kv_rank = c.kv_lora_rank,
                          .nope = c.qk_nope_head_dim, .rope = c.qk_rope_head_dim, .v_dim = c.v_head_dim,
                          .norm_eps = c.mla_norm_eps, .output_gate = c.mla_output_gate};
-  MlpStack& mlps = m->mlps_;
-  mlps.moe = MoeSpec{.router = {.score = device::RouterScore::Sigmoid, .experts = c.num_experts,
-                                .top_k = c.experts_per_token, .groups = c.num_expert_group,
-                                .topk_groups = c.topk_group, .renormalize = c.renormalize,
-                                .renorm_eps = 1e-20f, .scaling = c.routed_scaling_factor},
-                     .act = act, .expert_input = c.expert_input_size(),
-                     .latent = c.routed_expert_hidden_size > 0, .norm_eps = c.rms_norm_eps};
-  mlps.dense_act = act;
-  mlps.eps = c.rms_norm_eps;
-  for (const KimiLayerWeights& lw : m->weights_.layers)
-    mlps.layers.push_back({lw.mlp_kind == MlpKind::MoE ? &lw.moe : nullptr, &lw.dense, &lw.post_norm});
+  m->mlps_.bind(m->weights_.layers, [&c](size_t l) { return c.mlp[l] == MlpKind::MoE; }, &KimiLayerWeights::dense,
+                MoeSpec{.router = {.score = device::RouterScore::Sigmoid, .experts = c.num_experts,
+                                   .top_k = c.experts_per_token, .groups = c.num_expert_group,
+                                   .topk_groups = c.topk_group, .renormalize = c.renormalize,
+                                   .renorm_eps = 1e-20f, .scaling = c.routed_scaling_factor},
+                        .act = act, .expert_input = c.expert_input_size(),
+                        .latent = c.routed_expert_hidden_size > 0, .norm_eps = c.rms_norm_eps},
+                act, c.rms_norm_eps);
 
   if (resident) {
     m->resident_ = std::make_unique<store::ResidentExperts>(m->bank_, m->tensors_, m->dev_);
@@ -198,7 +195,6 @@ std::unique_ptr<KimiModel> KimiModel::load(const LoadOptions& opt) {
   m->anchors_.reserve(anchors);
   m->sources_.reserve(anchors + 1);
   m->capture_slot_.reserve(size_t(c.num_layers));
-  mlps.host.reserve(c.num_experts, 64 * c.experts_per_token);
   return m;
 }
 

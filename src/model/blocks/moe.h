@@ -78,6 +78,22 @@ struct MlpStack {
   float eps = 1e-6f;              // the post-attention norm's
   MoeHost host;
 
+  // Binds every layer's MLP: layer l's `moe` where is_moe(l), else its dense MLP (the member
+  // `dense`; null: the model has none), each after its `post_norm`; sizes the host tables.
+  template <class LayerWeights, class IsMoe>
+  void bind(const std::vector<LayerWeights>& weights, IsMoe is_moe, const MlpWeights LayerWeights::*dense,
+            const MoeSpec& moe_spec, const device::Activation& dense_activation, float norm_eps) {
+    moe = moe_spec;
+    dense_act = dense_activation;
+    eps = norm_eps;
+    host.reserve(moe.router.experts, 64 * moe.router.top_k);
+    layers.clear();
+    for (size_t l = 0; l < weights.size(); ++l) {
+      const LayerWeights& lw = weights[l];
+      layers.push_back({is_moe(l) ? &lw.moe : nullptr, dense ? &(lw.*dense) : nullptr, &lw.post_norm});
+    }
+  }
+
   // Before layer `layer`'s MLP, whose input (before its norm) is m_in: guesses at the routes of
   // the MoE layers among the next experts->lookahead() ones (the next layer's, and while the
   // drives would otherwise idle, the ones after it), each from its own norm and router.
