@@ -5,11 +5,13 @@
 // off, and checkpoints and configs that must be refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "model/arch/deepseek_config.h"
 #include "model/arch/gpt_oss_config.h"
@@ -19,6 +21,7 @@
 #include "golden_util.h"
 #include "model/registry.h"
 #include "model/tensor_list.h"
+#include "model/tiny_checkpoint.h"
 #include "model_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -258,6 +261,52 @@ TEST(MoeArchRefusals, BadFp8CheckpointsNameTheTensor) {
     EXPECT_FALSE(msg.empty()) << c.what << ": accepted";
     for (const auto& w : c.want) EXPECT_NE(msg.find(w), std::string::npos) << c.what << ": '" << msg << "' lacks " << w;
   }
+}
+
+// make-tiny's FP8 weights are e4m3 codes of N(0, 16²) rounded to the nearest code, drawn by the
+// inverse of that distribution: over every FP8 weight of a small DeepSeek-V3, each code's share is
+// within 5 standard errors of its probability (from erf, computed here on its own), signs are
+// even, and the same seed writes the same bytes while another seed does not.
+TEST(MoeArchFp8, MakeTinyCodesFollowTheirDistribution) {
+  testing::TempDir tmp("fp8-tiny");
+  model::TinyMoeSpec s{.arch = "deepseek_v3", .hidden = 256, .layers = 2, .moe_inter = 128, .fp8 = true};
+  model::write_tiny_moe_checkpoint(s, tmp / "a");
+  model::write_tiny_moe_checkpoint(s, tmp / "b");
+  s.seed = 2;
+  model::write_tiny_moe_checkpoint(s, tmp / "c");
+  const format::TensorSet a = format::TensorSet::open_dir(tmp / "a"), b = format::TensorSet::open_dir(tmp / "b"),
+                          c = format::TensorSet::open_dir(tmp / "c");
+  std::vector<double> count(256, 0.0);
+  double n = 0;
+  for (const auto& [name, t] : a.all()) {
+    if (t->dtype != DType::F8_E4M3) continue;
+    const auto& tb = b.get(name);
+    const auto& tc = c.get(name);
+    ASSERT_EQ(t->nbytes, tb.nbytes);
+    EXPECT_EQ(std::memcmp(t->data, tb.data, t->nbytes), 0) << name << ": the same seed wrote other bytes";
+    EXPECT_NE(std::memcmp(t->data, tc.data, t->nbytes), 0) << name << ": another seed wrote the same bytes";
+    for (size_t i = 0; i < t->nbytes; ++i) count[size_t(t->data[i])] += 1;
+    n += double(t->nbytes);
+  }
+  ASSERT_GT(n, 1e6);
+  auto p_below = [](double x) { return 0.5 * std::erfc(-x / (16.0 * std::sqrt(2.0))); };  // P(N(0, 16²) < x)
+  double negative = 0;
+  for (int code = 0; code < 256; ++code) {
+    const int mag = code & 0x7f;
+    if (mag == 0x7f) {
+      EXPECT_EQ(count[size_t(code)], 0) << "NaN code " << code;
+      continue;
+    }
+    if (code & 0x80) negative += count[size_t(code)];
+    // The interval of x that rounds to this magnitude, on one side.
+    const double v = e4m3_to_f32(uint8_t(mag));
+    const double lo = mag == 0 ? 0 : 0.5 * (v + e4m3_to_f32(uint8_t(mag - 1)));
+    const double hi = mag == 0x7e ? 1e9 : 0.5 * (v + e4m3_to_f32(uint8_t(mag + 1)));
+    const double p = (p_below(hi) - p_below(lo));  // one sign's share: P(lo <= x < hi)
+    const double se = std::sqrt(n * p * (1 - p)) + 1;
+    EXPECT_NEAR(count[size_t(code)], n * p, 5 * se) << "code " << code << " (" << v << ")";
+  }
+  EXPECT_NEAR(negative / n, 0.5, 5 * 0.5 / std::sqrt(n));
 }
 
 // The loaders mark FP8 weights whose codes they checked (kernels skip their NaN scan for them): a
