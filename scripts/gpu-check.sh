@@ -25,11 +25,12 @@
 #                                       experts (20 GB of experts), prepared onto the local disk and
 #                                       streamed with every expert in RAM (--cache-gb 24) after a
 #                                       256-token prompt: decode on cuda:0 with the device tier at a
-#                                       quarter of the experts, with it off (each expert copied from
-#                                       RAM at every use), with it holding all, with a quarter and
-#                                       0.3 or 0.5 of each layer's experts computed on the CPU
-#                                       (--cpu-experts), with and without copies ahead of the
-#                                       next layer's guesses (--no-prefetch), and on the 16-core CPU;
+#                                       quarter of the experts and the share of each layer's experts
+#                                       computed on the CPU balanced by the measured rates
+#                                       (--cpu-experts auto; the calibration goes to $WORK), with
+#                                       none, 0.3 or 0.5 of them on the CPU, with the tier off (each
+#                                       expert copied from RAM at every use), with it holding all,
+#                                       and on the 16-core CPU;
 #                                       the pinned host-to-device copy rate measured in the same run
 #                                       (HYBRID_MODEL=deepseek_v3: the FP8 model of bench/arch_width.py,
 #                                       8 MoE layers x 64 experts; HYBRID_ARMS, HYBRID_LAYERS,
@@ -226,13 +227,14 @@ for _ in range(5):
 print(f"pinned host-to-device copy: {sorted(rates)[2]:.1f} GB/s (median of 5 x 2 GiB, torch)")
 PY
     # A quarter of the routed experts' bytes, from the checkpoint's headers.
+    export SLUICE_CALIBRATION=${SLUICE_CALIBRATION:-$work/hybrid-rates.json}
     quarter=$(python3 -c "import sys; sys.path.insert(0, '$root/bench'); import arch_width as a; \
       print(f\"{sum(n for k, (n, s, d) in a.tensors('$work/m').items() if '.experts.' in k) / 4 / 1e9:.3f}\")")
     prompt=$(seq -s, 11 266)
     # Each arm: device, --gpu-experts-gb (quarter: a quarter of the experts), --cpu-experts, and
     # optionally "noahead" (--no-prefetch: no guesses at the next layer, so no copies ahead) or
     # "allahead" (--prefetch-precision 0: every guess RAM holds is copied ahead).
-    arms=${HYBRID_ARMS:-"cuda:0,quarter,0 cuda:0,quarter,0,noahead cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,quarter,0.5,noahead cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
+    arms=${HYBRID_ARMS:-"cuda:0,quarter,auto cuda:0,quarter,0 cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
     for arm in ${arms//quarter/$quarter}; do
       arm=${arm//,/ }
       set -- $arm
@@ -244,7 +246,7 @@ PY
           run_carried sluice run --model '$work/m' --prompt-ids '$prompt' --max-new $n --experts stream --cache-gb 24 \
           --device $1 --gpu-experts-gb $2 --cpu-experts $3 $extra --json --stats >'$work/run-$name-$n.json' 2>'$work/stats-$name-$n.txt'"
       done
-      grep -h '^\[gpu tier\]\|^\[store\] reader\|^\[moe\]' "$work/stats-$name-33.txt" | sed 's/^/gpu-check:   /'
+      grep -h '^\[gpu tier\]\|^\[hybrid\]\|^\[store\] reader\|^\[moe\]\|^sluice: link' "$work/stats-$name-33.txt" "$work/stats-$name-1.txt" 2>/dev/null | sed 's/^/gpu-check:   /'
       if [ "$model" = k3 ]; then
         python3 "$root/bench/k3_width.py" report "$work/run-$name-33.json" "gpu-check: hybrid $name" "$layers" "$experts" || true
       else

@@ -72,6 +72,12 @@ CLI::Validator number_in(double min, double max) {
                    [=](const std::string& t) { return decimal_text(parse_decimal(t, "", min, max)); });
 }
 
+CLI::Validator auto_or_number_in(double min, double max) {
+  return canonical(cat("auto or NUMBER in ", min, "..", max), [=](const std::string& t) {
+    return t == "auto" ? t : decimal_text(parse_decimal(t, "", min, max));
+  });
+}
+
 CLI::Validator positive_number(double max) {
   return canonical(cat("NUMBER in (0, ", max, "]"), [=](const std::string& t) {
     double v = parse_decimal(t, "", 0, max);

@@ -18,6 +18,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* what, i
 // conversion afterwards reads exactly the number that was checked.
 CLI::Validator integer_in(int64_t min, int64_t max);
 CLI::Validator number_in(double min, double max);
+// "auto", or a number in min..max (rewritten as number_in does).
+CLI::Validator auto_or_number_in(double min, double max);
 // (0, max]: a budget, a time, a probability.
 CLI::Validator positive_number(double max);
 // PATH[:CAPACITY] of a home (store::parse_home_spec's rules).

@@ -20,6 +20,7 @@
 #include "core/regular_file.h"
 #include "device/device.h"
 #include "model/registry.h"
+#include "store/hybrid_plan.h"
 #include "store/manifest.h"
 
 namespace sluice::cli {
@@ -148,6 +149,17 @@ json run_doctor(const DoctorOptions& o) {
 #if !defined(SLUICE_HAVE_CUDA)
   j["gpu_note"] = "this sluice was built without the CUDA device";
 #endif
+  {  // What the first streamed run on a GPU measured for --cpu-experts auto (store/hybrid_plan.h).
+    const std::string path = store::hybrid_calibration_path();
+    json rates = json::object();
+    try {
+      for (const auto& [key, r] : store::read_hybrid_calibrations(path))
+        rates[key] = {{"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+    j["hybrid_calibration"] = {{"path", path}, {"rates", rates}};
+  }
 
   json facts = nullptr;
   std::vector<std::vector<bench::RecordRef>> home_records;
@@ -224,6 +236,20 @@ void print_text(const json& j) {
                                  : g["name"].get<std::string>() + ", " + bytes(g["free_bytes"]) + " free of " +
                                        bytes(g["total_bytes"]));
   line("gpus", !gpus.empty() ? gpus : j.contains("gpu_note") ? j["gpu_note"].get<std::string>() : "none");
+  const json& cal = j["hybrid_calibration"];
+  if (cal["rates"].empty()) {
+    line("hybrid", "not measured yet (the first streamed run on a GPU measures it into " +
+                              cal["path"].get<std::string>() + ")");
+  } else {
+    for (const auto& [key, r] : cal["rates"].items()) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ": link %.1f GB/s, cores %.1f GB/s alone; %.1f + %.1f at once",
+                    r["link"].get<double>() / 1e9, r["cores"].get<double>() / 1e9, r["link_shared"].get<double>() / 1e9,
+                    r["cores_shared"].get<double>() / 1e9);
+      line("hybrid", key + buf);
+    }
+    line("", "(" + cal["path"].get<std::string>() + "; delete it to measure again)");
+  }
   for (const json& d : j["dirs"]) {
     std::printf("%s (%s)\n", d["path"].get<std::string>().c_str(), d["role"].get<std::string>().c_str());
     if (!d["exists"].get<bool>()) continue;

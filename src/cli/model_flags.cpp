@@ -56,37 +56,39 @@ void add_model_flags(CLI::App* sub, ModelFlags& f) {
           ->default_val("auto");
   f.cpu_experts_opt =
       sub->add_option("--cpu-experts", f.engine.cpu_experts,
-                      "Share of each MoE layer's routed experts computed on the host's cores from RAM while the GPU "
-                      "computes the rest (0..1; needs --device cuda:N and the device tier). A plan fixed by expert, "
-                      "never by what is cached: two runs give the same bits; those experts' outputs are the CPU "
-                      "kernels', within the ISA tolerance of the GPU's")
-          ->default_val(0)
-          ->transform(number_in(0, 1));
+                      "Share of each MoE layer's routed experts that decode passes compute on the host's cores from "
+                      "RAM while the GPU copies and computes the rest (--device cuda:N with the device tier): auto "
+                      "(balanced by this machine's link and core rates, measured once and kept in "
+                      "~/.cache/sluice/hybrid-rates.json; 0 when every expert fits in the tier) or 0..1. A plan "
+                      "fixed by expert, never by what is cached: two runs give the same bits; those experts' outputs "
+                      "are the CPU kernels', within the ISA tolerance of the GPU's")
+          ->default_val("auto")
+          ->transform(auto_or_number_in(0, 1));
   f.no_prefetch_opt = sub->add_flag("--no-prefetch", f.no_prefetch, "Do not predict the next layer's experts: no reads ahead into RAM, no copies ahead into GPU memory");
   f.prefetch_precision_opt =
-      sub->add_option("--prefetch-precision", f.engine.prefetch_precision,
+      sub->add_option("--prefetch-precision", f.engine.stream.prefetch_min_precision,
                       "Pre-read a predicted expert (from drives into RAM, or from RAM into GPU memory) only if "
                       "predictions of its rank were right at least this often lately (0..1; 0 takes every "
                       "prediction). When the drives or the link are the bottleneck a wrong guess costs a whole "
                       "transfer and a right one saves little, hence the high default")
           ->default_val(0.95)
           ->transform(number_in(0, 1));
-  sub->add_flag("--prefetch-idle", f.engine.prefetch_idle,
+  sub->add_flag("--prefetch-idle", f.engine.stream.prefetch_when_idle,
                 "Also pre-read next-layer predictions that have not earned --prefetch-precision when they "
                 "arrive while no expert read is queued or in flight, as many as the drive time a layer leaves "
                 "unused can read (drives that idle between layers: small experts, or compute a large share of "
                 "a token; drives that are the bottleneck leave none)");
   f.prefetch_layers_opt =
-      sub->add_option("--prefetch-layers", f.engine.prefetch_layers,
+      sub->add_option("--prefetch-layers", f.engine.stream.prefetch_layers,
                       cat("How many layers ahead to predict and pre-read experts (1..", store::kMaxPrefetchLayers,
                           "); guesses beyond the next layer are made and read only while the drives are idle, each "
                           "distance earning its own precision"))
           ->default_val(1)
           ->transform(integer_in(1, store::kMaxPrefetchLayers));
-  f.reader_opt = sub->add_option("--reader", f.engine.reader, "Expert read engine: auto, io_uring or pread")
+  f.reader_opt = sub->add_option("--reader", f.engine.stream.reader.engine, "Expert read engine: auto, io_uring or pread")
                      ->default_val("auto")
                      ->check(one_of({"auto", "io_uring", "pread"}));
-  f.queue_depth_opt = sub->add_option("--queue-depth", f.engine.queue_depth, "Expert reads in flight per home")
+  f.queue_depth_opt = sub->add_option("--queue-depth", f.engine.stream.reader.queue_depth, "Expert reads in flight per home")
                           ->default_val(4)
                           ->transform(integer_in(1, store::kMaxQueueDepth));
   f.no_verify_opt = sub->add_flag("--no-verify", f.no_verify, "Skip the xxh3 check of every expert read");
@@ -160,8 +162,8 @@ runtime::EngineOptions prepare_engine(ModelFlags& f) {
   }
   runtime::EngineOptions eo = f.engine;
   if (!f.isa.empty()) eo.device = "cpu:" + f.isa;  // --isa X is --device cpu:X
-  eo.prefetch = !f.no_prefetch;
-  eo.verify_reads = !f.no_verify;
+  eo.stream.prefetch = !f.no_prefetch;
+  eo.stream.reader.verify = !f.no_verify;
   return eo;
 }
 

@@ -245,7 +245,7 @@ int run(RunArgs& a) {
                           {"max_new", a.max_new},
                           {"experts", engine->streaming() ? "stream" : "resident"},
                           {"cache_gb", eo.cache_gb},
-                          {"prefetch", eo.prefetch},
+                          {"prefetch", eo.stream.prefetch},
                           {"device", engine->device().name()},
                           {"eos_token_id", engine->info().eos_token_id()}};
   if (!a.model.sampling.greedy()) start["seed"] = a.model.sampling.seed;

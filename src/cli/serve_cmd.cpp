@@ -110,10 +110,11 @@ Action register_serve(CLI::App& app) {
                   "(off) or GB")
       ->default_val("auto");
   sub->add_option("--cpu-experts", o->engine.cpu_experts,
-                  "Share of each MoE layer's routed experts computed on the host's cores while the GPU computes "
-                  "the rest (0..1; with --device cuda:N)")
-      ->default_val(0)
-      ->transform(number_in(0, 1));
+                  "Share of each MoE layer's routed experts that decode passes compute on the host's cores while "
+                  "the GPU computes the rest (--device cuda:N): auto (balanced by this machine's measured link "
+                  "and core rates) or 0..1")
+      ->default_val("auto")
+      ->transform(auto_or_number_in(0, 1));
   sub->add_flag("--no-prefetch", *no_prefetch, "Do not predict the next layer's experts: no reads ahead into RAM, no copies ahead into GPU memory");
   add_state_cache_flags(sub, o->engine);
   sub->footer("The API key may also come from the environment variable SLUICE_API_KEY (when neither --api-key nor "
@@ -127,7 +128,7 @@ Action register_serve(CLI::App& app) {
     }
     o->api_key = key.value_or("");
     o->state_reuse = !*no_reuse;
-    o->engine.prefetch = !*no_prefetch;
+    o->engine.stream.prefetch = !*no_prefetch;
     serve::block_stop_signals();  // before the engine starts threads: only serve_http's waiter takes SIGTERM
     serve::Service service(*o);
     return serve::serve_http(service);

@@ -216,6 +216,8 @@ class Device {
   virtual Fence copy_in(std::span<const CopyPiece> pieces, Fence after) = 0;
   // Waits on the host until f has passed.
   virtual void sync(Fence /*f*/) {}
+  // Whether f has passed, without waiting.
+  virtual bool passed(Fence /*f*/) { return true; }
 
   // ---- ops ----
   // Products of several weights over one input x [T, in]: one launch, outputs independent.

@@ -132,6 +132,16 @@ inline size_t weight_bytes(const Weight& w) {
   return w.empty() ? 0 : weight_data_bytes(w) + (w.scales ? weight_scale_bytes(w) : 0) + weight_bias_bytes(w);
 }
 
+// Calls f(pointer member, bytes) for each part of a weight that is there (values, scales, bias), in
+// that order; f may repoint the member (a copy of an expert's record elsewhere).
+template <typename F>
+void for_each_piece(Weight& w, F&& f) {
+  if (w.empty()) return;
+  f(w.data, weight_data_bytes(w));
+  if (w.scales) f(w.scales, weight_scale_bytes(w));
+  if (w.bias) f(w.bias, weight_bias_bytes(w));
+}
+
 // Orders work across a device's queues. On the CPU every fence has passed when it is made; on a GPU
 // it wraps an event. A default Fence has always passed.
 struct Fence {

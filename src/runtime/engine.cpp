@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <filesystem>
@@ -17,7 +18,9 @@
 #include "runtime/conversation.h"
 #include "runtime/grammar_constraint.h"
 #include "runtime/speculate/make_drafter.h"
+#include "core/thread_pool.h"
 #include "store/heat.h"
+#include "store/hybrid_plan.h"
 #include "store/manifest.h"
 
 namespace sluice::runtime {
@@ -48,6 +51,50 @@ uint64_t tier_budget(const std::string& opt, const device::Device& d) {
   return gb * 1e9 < 1.8e19 ? uint64_t(gb * 1e9) : UINT64_MAX;
 }
 
+// --cpu-experts as a share.
+double parse_share(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !(v >= 0 && v <= 1)) fail("--cpu-experts must be auto or a share in 0..1 (got '", text, "')");
+  return v;
+}
+
+// The link and core rates the split of experts is planned from: this machine's calibration for
+// experts of this shape on this device (store/hybrid_plan.h), measured now on one of the bank's
+// own experts and stored when there is none, so later runs plan the same split. *note says which.
+store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts& ram, const store::ExpertBank& bank,
+                                    std::string* note) {
+  const int layer = bank.moe_layers.front();
+  const int32_t first = 0;
+  ram.begin(layer, std::span<const int32_t>(&first, 1));
+  device::ExpertView sample;
+  SLUICE_CHECK(ram.next_ready(&sample) == 0, "hybrid calibration: expert 0 of layer ", layer, " did not arrive");
+  const std::string path = store::hybrid_calibration_path();
+  const std::string key = store::hybrid_calibration_key(gpu.name(), sample, ThreadPool::global().size());
+  store::HybridRates r;
+  if (store::read_hybrid_calibration(path, key, &r)) {
+    ram.release(layer);
+    *note = cat("rates of ", path);
+    return r;
+  }
+  std::fprintf(stderr, "sluice: measuring the link to %s and the cores on this model's experts (once per machine)...\n",
+               gpu.name().c_str());
+  try {
+    r = store::measure_hybrid_rates(gpu, sample, 8, 0.4);
+  } catch (...) {
+    ram.release(layer);
+    throw;
+  }
+  ram.release(layer);
+  store::write_hybrid_calibration(path, key, r);
+  std::fprintf(stderr,
+               "sluice: link %.1f GB/s, cores %.1f GB/s alone; %.1f and %.1f GB/s at once; stored in %s (delete it to "
+               "measure again)\n",
+               r.link / 1e9, r.cores / 1e9, r.link_shared / 1e9, r.cores_shared / 1e9, path.c_str());
+  *note = cat("measured now, stored in ", path);
+  return r;
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
@@ -75,32 +122,36 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     if (!bank) fail(opt.model_dir, ": ", e->model_->info().model_type, " has no routed experts to stream");
     const std::string config_text = read_regular_file(opt.model_dir + "/config.json");
     store::Manifest m = store::read_manifest(manifest, *bank, store::model_identity(config_text, bank->layout));
-    store::StreamOptions so;
+    store::StreamOptions so = opt.stream;
     if (!(opt.cache_gb > 0) || !std::isfinite(opt.cache_gb)) fail("--cache-gb must be a positive number");
     // Budgets past 2^64 bytes saturate (and are then refused against physical memory).
     so.cache_bytes = opt.cache_gb * 1e9 < 1.8e19 ? uint64_t(opt.cache_gb * 1e9) : UINT64_MAX;
-    so.prefetch = opt.prefetch;
-    so.prefetch_min_precision = opt.prefetch_precision;
-    so.prefetch_when_idle = opt.prefetch_idle;
-    so.prefetch_layers = opt.prefetch_layers;
-    so.reader.engine = opt.reader;
-    so.reader.verify = opt.verify_reads;
-    so.reader.queue_depth = opt.queue_depth;
     so.heat_file = store::heat_path(opt.model_dir);
-    so.source = opt.expert_source ? opt.expert_source : fetch::StreamSource::open(opt.model_dir, *bank);
+    if (!so.source) so.source = fetch::StreamSource::open(opt.model_dir, *bank);
     e->store_ = std::make_unique<store::StreamingExperts>(std::move(m), so);
     e->model_->set_expert_provider(e->store_.get());
     const uint64_t budget = tier_budget(opt.gpu_experts_gb, *device);
-    if (!(opt.cpu_experts >= 0 && opt.cpu_experts <= 1)) fail("--cpu-experts must be a share in 0..1");
-    if (opt.cpu_experts > 0 && !budget)
-      fail("--cpu-experts splits the experts between the GPU and the host's cores: it needs --device cuda:N with a "
-           "device tier (--gpu-experts-gb auto or > 0)");
+    double share = 0;
+    if (opt.cpu_experts != "auto") {
+      share = parse_share(opt.cpu_experts);
+      if (share > 0 && !budget)
+        fail("--cpu-experts splits the experts between the GPU and the host's cores: it needs --device cuda:N with a "
+             "device tier (--gpu-experts-gb auto or > 0)");
+    }
     if (budget) {
       // The RAM arena registered with the copy engine first, so misses reach the device at the
       // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
       e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
+      if (opt.cpu_experts == "auto") {
+        e->hybrid_resident_ = std::min(1.0, double(budget) / double(std::max<uint64_t>(1, bank->total_record_bytes())));
+        if (e->hybrid_resident_ < 1) {
+          e->hybrid_rates_ = calibrated_rates(*device, *e->store_, *bank, &e->hybrid_note_);
+          share = store::hybrid_share(e->hybrid_rates_, e->hybrid_resident_);
+        }
+      }
+      e->hybrid_share_ = share;
       e->tier_ = std::make_unique<store::DeviceTier>(*device, *e->store_, budget, int(bank->num_layers),
-                                                     int(bank->num_experts), opt.cpu_experts, opt.prefetch_precision);
+                                                     int(bank->num_experts), share, opt.stream.prefetch_min_precision);
       e->model_->set_expert_provider(e->tier_.get());
     }
   }
@@ -201,6 +252,13 @@ nlohmann::json Engine::stats_json() const {
                      {"evictions", t.evictions},
                      {"passthrough", t.passthrough},
                      {"on_host", t.on_host},
+                     {"cpu_share", hybrid_share_},
+                     {"cpu_share_from", opt_.cpu_experts == "auto" ? hybrid_note_ : "--cpu-experts"},
+                     {"resident_fraction", hybrid_resident_},
+                     {"link_bytes_per_s", hybrid_rates_.link},
+                     {"cores_bytes_per_s", hybrid_rates_.cores},
+                     {"link_shared_bytes_per_s", hybrid_rates_.link_shared},
+                     {"cores_shared_bytes_per_s", hybrid_rates_.cores_shared},
                      {"ahead", t.ahead},
                      {"ahead_used", t.ahead_used},
                      {"ahead_wasted", t.ahead_wasted},
@@ -270,6 +328,15 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
                     (unsigned long long)t.on_host, (unsigned long long)t.ahead, (unsigned long long)t.ahead_used,
                     (unsigned long long)t.ahead_wasted, arena_pinned_ ? "pinned" : "pageable");
       o << line;
+      if (hybrid_share_ > 0 || hybrid_rates_.cores > 0) {
+        std::snprintf(line, sizeof line,
+                      "[hybrid] cpu_share=%.2f of each layer's experts in decode passes (%s) tier holds %.3f of the "
+                      "bank; link %.1f GB/s, cores %.1f GB/s alone, %.1f + %.1f at once\n",
+                      hybrid_share_, opt_.cpu_experts == "auto" ? hybrid_note_.c_str() : "--cpu-experts",
+                      hybrid_resident_, hybrid_rates_.link / 1e9, hybrid_rates_.cores / 1e9,
+                      hybrid_rates_.link_shared / 1e9, hybrid_rates_.cores_shared / 1e9);
+        o << line;
+      }
     }
     if (s.fetched || store_->missing()) {
       std::snprintf(line, sizeof line, "[store] fetched from source this run=%llu experts still missing locally=%llu\n",

@@ -23,6 +23,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/state_cache.h"
 #include "store/device_tier.h"
+#include "store/hybrid_plan.h"
 #include "store/streaming_experts.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,18 +39,16 @@ struct EngineOptions {
   // less a reserve for scratch), "0" (off: every expert is copied from RAM for each use) or GB.
   std::string gpu_experts_gb = "auto";
   // The share of each MoE layer's routed experts that a GPU host computes on its cores from RAM
-  // instead of copying them to the GPU (0..1; a plan fixed for the session: DeviceTier).
-  double cpu_experts = 0;
-  bool prefetch = true;
-  double prefetch_precision = 0.95;  // StreamOptions::prefetch_min_precision
-  bool prefetch_idle = false;        // StreamOptions::prefetch_when_idle
-  int prefetch_layers = 1;           // StreamOptions::prefetch_layers
-  std::string reader = "auto";   // auto | io_uring | pread
-  bool verify_reads = true;
-  int queue_depth = 4;
-  // Where experts a streamed install (`sluice setup --stream`) has no local copy of yet come from:
-  // null opens the install's own source (sluice-source.json) when there is one.
-  std::shared_ptr<store::ExpertSource> expert_source;
+  // in decode passes instead of copying them to the GPU (a plan fixed for the session: DeviceTier):
+  // "auto" (from this machine's link and core rates, store/hybrid_plan.h; 0 when every expert
+  // fits in the device tier or there is none) or a share in 0..1.
+  std::string cpu_experts = "auto";
+  // The streaming store's own options (prefetch, its precision gate and depth, the reader) as its
+  // flags set them; load() fills in the cache budget (from cache_gb) and the heat file, and a null
+  // `source` (where experts a streamed install, `sluice setup --stream`, has no local copy of yet
+  // come from) opens the install's own sluice-source.json when there is one. The device tier's
+  // copies ahead use the same precision gate.
+  store::StreamOptions stream;
   std::string draft = "off";     // off | ngram | model:DIR | dspark:DIR (make_drafter)
   std::string router_trace;      // a path: record every routed-expert request there
   // A directory: save each finished sequence's state there and restore the longest saved prefix of
@@ -114,6 +113,11 @@ class Engine {
   std::unique_ptr<store::StreamingExperts> store_;
   std::unique_ptr<store::DeviceTier> tier_;  // after store_: destroyed before it
   bool arena_pinned_ = false;                 // store_'s RAM arena registered with the device
+  // The split of experts between the GPU and the host's cores (--cpu-experts): the share planned,
+  // the fraction of the bank the tier can hold, and for auto the rates it came from and whence.
+  double hybrid_share_ = 0, hybrid_resident_ = 0;
+  store::HybridRates hybrid_rates_;
+  std::string hybrid_note_;
   std::unique_ptr<RouteRecorder> recorder_;
   std::unique_ptr<Drafter> drafter_;  // after the model: it may hold views of it
   std::unique_ptr<StateCache> state_cache_;

@@ -19,6 +19,7 @@ class RouteRecorder : public store::ExpertProvider {
   void begin(int layer, std::span<const int32_t> experts) override;
   int next_ready(device::ExpertView* out) override { return inner_->next_ready(out); }
   void release(int layer) override { inner_->release(layer); }
+  bool pass_rows(int64_t rows) override { return inner_->pass_rows(rows); }
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override {
     inner_->prefetch(layer, experts, distance);
   }

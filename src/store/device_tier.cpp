@@ -12,20 +12,10 @@ namespace {
 constexpr size_t kAlign = 256;  // each piece of a slot starts aligned, as the kernels' loads want
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Calls f(pointer member, bytes) for each piece of a weight that is there (values, scales, bias),
-// in that order; f may repoint the member.
-template <typename F>
-void for_each_piece(device::Weight& w, F&& f) {
-  if (w.empty()) return;
-  f(w.data, device::weight_data_bytes(w));
-  if (w.scales) f(w.scales, device::weight_scale_bytes(w));
-  if (w.bias) f(w.bias, device::weight_bias_bytes(w));
-}
-
 size_t device_bytes(device::ExpertView v) {
   size_t n = 0;
   for (device::Weight* w : {&v.gate, &v.up, &v.down})
-    for_each_piece(*w, [&](const void*&, size_t bytes) { n += aligned(bytes); });
+    device::for_each_piece(*w, [&](const void*&, size_t bytes) { n += aligned(bytes); });
   return n;
 }
 
@@ -58,6 +48,7 @@ DeviceTier::DeviceTier(device::Device& device, ExpertProvider& inner, uint64_t b
     }
     std::sort(order.begin(), order.end());
     for (int i = 0; i < n; ++i) host_plan_[key(l, order[size_t(i)].second)] = 1;
+    host_share_ = host_share_ || n > 0;
   }
 }
 
@@ -113,7 +104,7 @@ device::ExpertView DeviceTier::fill(int s, const device::ExpertView& host) {
   // Each piece moves into the slot; the device view points at it there.
   for (device::Weight* w : {&d.gate, &d.up, &d.down}) {
     if (w->empty()) continue;
-    for_each_piece(*w, [&](const void*& member, size_t bytes) {
+    device::for_each_piece(*w, [&](const void*& member, size_t bytes) {
       pieces_.push_back({at, member, bytes});
       member = at;
       at += aligned(bytes);
@@ -143,7 +134,9 @@ void DeviceTier::begin(int layer, std::span<const int32_t> experts) {
   for (size_t i = 0; i < experts.size(); ++i) {
     SLUICE_CHECK(experts[i] >= 0 && experts[i] < experts_, "device tier: expert ", experts[i], " outside 0..",
                  experts_ - 1);
-    const int s = where_[key(layer, experts[i])];
+    // The plan's experts are computed on the host's cores in a short pass even when a longer one
+    // left them in a slot: where an expert is computed never depends on what the tier holds.
+    const int s = host_pass_ && on_host(layer, experts[i]) ? -1 : where_[key(layer, experts[i])];
     ++counters_.requests;
     if (s >= 0) {
       ++counters_.hits;
@@ -175,7 +168,7 @@ int DeviceTier::next_ready(device::ExpertView* out) {
   const int got = inner_.next_ready(&host);
   if (got < 0) return -1;
   const int i = miss_index_[size_t(got)];
-  if (on_host(layer_, miss_experts_[size_t(got)])) {
+  if (host_pass_ && on_host(layer_, miss_experts_[size_t(got)])) {
     ++counters_.on_host;
     *out = host;
     out->compute_on_host = true;
@@ -222,7 +215,7 @@ void DeviceTier::copy_ahead(int layer) {
   for (size_t r = 0; r < guess_.size() && budget > 0; ++r) {
     const int32_t e = guess_[r];
     if (ahead_precision_ > 0 && (r >= kRanks || prec[r] < ahead_precision_)) continue;
-    if (where_[key(layer, e)] >= 0 || on_host(layer, e)) continue;
+    if (where_[key(layer, e)] >= 0 || (host_pass_ && on_host(layer, e))) continue;
     device::ExpertView host;
     if (!inner_.pin_resident(layer, e, &host)) continue;
     if (!allocated_) allocate(host);

@@ -30,11 +30,15 @@
 // copy queue anyway. Guesses never change which bytes a kernel reads.
 //
 // The host's share. A plan fixed at construction names, in every layer, round(share x experts)
-// experts that are never copied: they are handed out as the inner provider's host views marked
-// compute_on_host, and the model computes them on the host's cores while the link carries the
-// rest (moe.cpp). The plan is a function of (layer, expert) alone (an order by a hash of both),
-// never of what the tiers hold or of timing, so two runs give the same bits; those experts' rows
-// are the CPU kernels' bits, within the ISA tolerance of the GPU's.
+// experts that passes of at most kHostPassRows rows (decode steps and verify passes) never copy:
+// they are handed out as the inner provider's host views marked compute_on_host, and the model
+// computes them on the host's cores while the link carries the rest (moe.cpp). Longer passes
+// (prefill slices) copy every expert they miss and compute it on the device: there each expert
+// serves many rows, which the GPU computes far faster than the cores while its copy costs the
+// same. The plan is a function of (layer, expert) and the pass's kind alone (an order by a hash of
+// both), never of what the tiers hold or of timing, so two runs give the same bits; those
+// experts' rows are the CPU kernels' bits, within the ISA tolerance of the GPU's.
+// store/hybrid_plan.h chooses the share from the machine's measured rates.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +75,10 @@ class DeviceTier : public ExpertProvider {
   void begin(int layer, std::span<const int32_t> experts) override;
   int next_ready(device::ExpertView* out) override;
   void release(int layer) override;
+  bool pass_rows(int64_t rows) override {
+    host_pass_ = rows <= kHostPassRows;
+    return host_pass_ && host_share_;
+  }
   void prefetch(int layer, std::span<const int32_t> experts, int distance) override;
   bool pin_resident(int layer, int expert, device::ExpertView* out) override {
     return inner_.pin_resident(layer, expert, out);
@@ -81,7 +89,10 @@ class DeviceTier : public ExpertProvider {
   ReadTotals read_totals() const override { return inner_.read_totals(); }
 
   const TierCounters& counters() const { return counters_; }
-  // Whether the plan computes expert e of layer l on the host's cores.
+  // Passes of at most this many rows compute the plan's share on the host's cores.
+  static constexpr int64_t kHostPassRows = 8;
+  // Whether the plan computes expert e of layer l on the host's cores (in passes of at most
+  // kHostPassRows rows).
   bool on_host(int layer, int expert) const { return host_plan_[key(layer, expert)]; }
 
  private:
@@ -114,6 +125,8 @@ class DeviceTier : public ExpertProvider {
   std::vector<Slot> slots_;
   std::vector<int> where_;  // key -> slot or -1
   std::vector<uint8_t> host_plan_;  // key -> computed on the host's cores
+  bool host_pass_ = true;           // the current pass is short enough for the plan (pass_rows)
+  bool host_share_ = false;         // the plan names any expert
   int head_ = -1, tail_ = -1;
   // The open lease.
   int layer_ = -1;

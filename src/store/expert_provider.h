@@ -35,6 +35,11 @@ class ExpertProvider {
   // The pass over `layer` is done with the views it was given.
   virtual void release(int layer) = 0;
 
+  // The rows of the pass whose begin() calls follow (a decode step: 1; a verify pass: a few; a
+  // prefill slice: hundreds). Returns whether next_ready() may hand out views marked
+  // compute_on_host in it: a GPU host's tier computes its planned share of experts on the host's
+  // cores only in passes of a few rows (DeviceTier::kHostPassRows). Others ignore it.
+  virtual bool pass_rows(int64_t /*rows*/) { return false; }
   // A hint: these experts of `layer` will probably be requested soon, most likely first; the model
   // predicted them `distance` layers before `layer` (1: from the layer just before it). Never
   // changes what next_ready() returns.

@@ -143,4 +143,20 @@ grep -q '^cache        suggested --cache-gb' "$work/doctor.txt" || fail "doctor 
 # A dense model: nothing to stream.
 "$sluice" doctor --model "$src/tests/fixtures/qwen3_a" --seconds 0.1 --json >"$work/doctor.json"
 check "$work/doctor.json" "'suggested_cache_gb' not in j['model']['advice']"
+# The GPU/CPU split's calibration (what the first streamed run on a GPU measures): none yet, one
+# stored (shown in text and JSON), and a file that is not one (a warning naming it).
+export SLUICE_CALIBRATION="$work/cal/rates.json"
+"$sluice" doctor --seconds 0.1 >"$work/doctor.txt"
+grep -q "^hybrid       not measured yet .*$work/cal/rates.json" "$work/doctor.txt" || fail "doctor without a calibration: $(cat "$work/doctor.txt")"
+mkdir -p "$work/cal"
+printf '{"format": "sluice-hybrid-rates", "version": 1, "rates": {"MXFP4 8x64 MXFP4 8x64 MXFP4 64x8, 16 threads on cuda:0": {"link": 55e9, "cores": 94e9, "link_shared": 51e9, "cores_shared": 80e9}}}\n' >"$SLUICE_CALIBRATION"
+"$sluice" doctor --seconds 0.1 >"$work/doctor.txt"
+grep -q '^hybrid       MXFP4 8x64 .* on cuda:0: link 55.0 GB/s, cores 94.0 GB/s alone; 51.0 + 80.0 at once' "$work/doctor.txt" ||
+  fail "doctor with a calibration: $(cat "$work/doctor.txt")"
+"$sluice" doctor --seconds 0.1 --json >"$work/doctor.json"
+check "$work/doctor.json" "list(j['hybrid_calibration']['rates'].values())[0]['cores_shared'] == 80e9"
+echo '{"format": "other"}' >"$SLUICE_CALIBRATION"
+"$sluice" doctor --seconds 0.1 --json >"$work/doctor.json"
+check "$work/doctor.json" "any('$work/cal/rates.json: not a hybrid calibration' in w for w in j['warnings'])"
+unset SLUICE_CALIBRATION
 echo "doctor_info: ok"

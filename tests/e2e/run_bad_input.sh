@@ -114,6 +114,9 @@ expect_usage "hex count" "--max-new: '0x10' is not a decimal integer" run --mode
 expect_usage "infinite cache" "--cache-gb: 'inf' is not a decimal number" run --model "$work/u1" --prompt-ids 1 --cache-gb inf
 expect_usage "unknown experts mode" "--experts: 'both' is not one of" run --model "$work/u1" --prompt-ids 1 --experts both
 expect_usage "top-p above 1" "--top-p: 1.5 is outside 0..1" run --model "$work/u1" --prompt-ids 1 --top-p 1.5
+expect_usage "host share above 1" "--cpu-experts: 1.5 is outside 0..1" run --model "$work/u1" --prompt-ids 1 --cpu-experts 1.5
+expect_usage "host share neither auto nor a number" "--cpu-experts: 'half' is not a decimal number" \
+  run --model "$work/u1" --prompt-ids 1 --cpu-experts half
 expect_usage "negative retries" "--retries: -1 is outside 0..1000" setup --source "$work/u1" --model "$work/u1b" --full --retries -1
 # serve's numeric and enumerated options go through the same validators (checked before loading).
 expect_usage "serve: infinite cache" "--cache-gb: 'inf' is not a decimal number" serve --model "$work/u1" --cache-gb inf
@@ -123,6 +126,7 @@ expect_usage "serve: port past 65535" "--port: 65536 is outside 0..65535" serve 
 expect_usage "serve: hex header timeout" "--header-timeout: '0x5' is not a decimal integer" serve --model "$work/u1" --header-timeout 0x5
 expect_usage "serve: hex max tokens" "--max-tokens: '0x10' is not a decimal integer" serve --model "$work/u1" --max-tokens 0x10
 expect_usage "serve: queue past 64" "--queue: 65 is outside 0..64" serve --model "$work/u1" --queue 65
+expect_usage "serve: negative host share" "--cpu-experts: -1 is outside 0..1" serve --model "$work/u1" --cpu-experts -1
 expect_usage "serve: unknown experts mode" "--experts: 'both' is not one of" serve --model "$work/u1" --experts both
 
 # `sluice tokenize --chat` on a file nested 100,000 deep: one line naming the file and the depth

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "device/cpu/cpu_device.h"
 #include "store/device_tier.h"
+#include "store/hybrid_plan.h"
+#include "model_test_util.h"
 
 namespace sluice {
 namespace {
@@ -263,6 +266,86 @@ TEST(DeviceTier, HostShareIsAFixedPlanOfExpertsNeverCopied) {
   ASSERT_EQ(host.asked.size(), 2u);  // the second round asks the RAM store for the host's share only
   EXPECT_EQ(host.asked[1].size(), size_t(kExperts / 2));
   EXPECT_THROW(store::DeviceTier(dev, host, 0, kLayers, kExperts, 1.5), std::exception);
+}
+
+// The plan holds in passes of a few rows only: a prefill slice copies every expert it misses,
+// those of the plan included, and a decode step after it goes back to the plan.
+TEST(DeviceTier, HostShareOnlyInPassesOfAFewRows) {
+  device::CpuDevice dev(nullptr);
+  HostExperts host;
+  store::DeviceTier tier(dev, host, 1 << 20, kLayers, kExperts, 0.5);
+  std::vector<int32_t> all(kExperts);
+  for (int e = 0; e < kExperts; ++e) all[size_t(e)] = e;
+  tier.pass_rows(store::DeviceTier::kHostPassRows + 1);
+  for (const auto& v : lease(tier, 0, all)) {
+    EXPECT_FALSE(v.compute_on_host);
+    EXPECT_EQ(v.gate.place, device::Place::Device);
+  }
+  EXPECT_EQ(tier.counters().on_host, 0u);
+  EXPECT_EQ(tier.counters().copies, uint64_t(kExperts));
+  tier.pass_rows(1);
+  auto v = lease(tier, 0, all);  // the plan's experts from RAM although slots hold them, the rest hits
+  for (int e = 0; e < kExperts; ++e) EXPECT_EQ(v[size_t(e)].compute_on_host, tier.on_host(0, e)) << e;
+  EXPECT_EQ(tier.counters().on_host, uint64_t(kExperts / 2));
+  EXPECT_EQ(tier.counters().copies, uint64_t(kExperts));
+}
+
+TEST(HybridPlan, ShareBalancesTheCoresAgainstTheLink) {
+  store::HybridRates r{.link = 60e9, .cores = 90e9, .link_shared = 50e9, .cores_shared = 50e9};
+  // s = (1 - f)·C / (P + C) with the rates measured together.
+  EXPECT_DOUBLE_EQ(store::hybrid_share(r, 0), 0.5);
+  EXPECT_DOUBLE_EQ(store::hybrid_share(r, 0.25), 0.38);  // 0.375, to 0.01
+  EXPECT_DOUBLE_EQ(store::hybrid_share(r, 1), 0);
+  r.cores_shared = 150e9;
+  EXPECT_DOUBLE_EQ(store::hybrid_share(r, 0.2), 0.6);
+  r.link_shared = 0;  // nothing crosses the link: every miss on the cores
+  EXPECT_DOUBLE_EQ(store::hybrid_share(r, 0.2), 0.8);
+  EXPECT_DOUBLE_EQ(store::hybrid_share(store::HybridRates{}, 0.2), 0);  // nothing measured
+}
+
+TEST(HybridPlan, CalibrationFileKeepsEachKeyAndRefusesOtherFiles) {
+  testing::TempDir tmp("hybrid-cal");
+  const std::string path = tmp / "sub/rates.json";
+  store::HybridRates r;
+  EXPECT_FALSE(store::read_hybrid_calibration(path, "a", &r));
+  store::write_hybrid_calibration(path, "a", {1, 2, 3, 4});
+  store::write_hybrid_calibration(path, "b", {5, 6, 7, 8});
+  store::write_hybrid_calibration(path, "a", {9, 10, 11, 12});
+  ASSERT_TRUE(store::read_hybrid_calibration(path, "a", &r));
+  EXPECT_EQ(r.link, 9);
+  EXPECT_EQ(r.cores_shared, 12);
+  ASSERT_TRUE(store::read_hybrid_calibration(path, "b", &r));
+  EXPECT_EQ(r.cores, 6);
+  EXPECT_FALSE(store::read_hybrid_calibration(path, "c", &r));
+  for (const char* bad : {"not json", "{\"format\": \"other\"}",
+                          "{\"format\": \"sluice-hybrid-rates\", \"rates\": {\"a\": {\"link\": -1}}}"}) {
+    { std::ofstream(path) << bad; }
+    try {
+      store::read_hybrid_calibration(path, "a", &r);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+}
+
+// On the CPU device's emulated tier memory (copies are memcpy) every rate comes out positive, and
+// the cores' key names the expert's shapes and the thread count.
+TEST(HybridPlan, MeasuresBothRatesAloneAndTogether) {
+  device::CpuDevice dev(nullptr);
+  std::vector<float> w(3 * 8 * 16, 0.25f);  // gate, up [8, 16], down [16, 8]
+  device::ExpertView v;
+  v.gate = v.up = device::Weight{.type = device::WeightType::F32, .rows = 8, .cols = 16};
+  v.down = device::Weight{.type = device::WeightType::F32, .rows = 16, .cols = 8};
+  v.gate.data = w.data();
+  v.up.data = w.data() + 128;
+  v.down.data = w.data() + 256;
+  const store::HybridRates r = store::measure_hybrid_rates(dev, v, 2, 0.02);
+  EXPECT_GT(r.link, 0);
+  EXPECT_GT(r.cores, 0);
+  EXPECT_GT(r.link_shared, 0);
+  EXPECT_GT(r.cores_shared, 0);
+  EXPECT_EQ(store::hybrid_calibration_key("gpu", v, 3), "F32 8x16 F32 8x16 F32 16x8, 3 threads on gpu");
 }
 
 TEST(DeviceTier, RefusesExpertsOutsideTheBank) {

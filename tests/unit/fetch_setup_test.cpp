@@ -120,7 +120,7 @@ class FetchSetupTest : public ::testing::Test {
     eo.experts = "stream";
     eo.cache_gb = 0.002;  // a few dozen experts: evictions happen
     so.retry_delay_s = 0.01;
-    eo.expert_source = fetch::StreamSource::open(eo.model_dir, model::expert_bank_of(eo.model_dir), so);
+    eo.stream.source = fetch::StreamSource::open(eo.model_dir, model::expert_bank_of(eo.model_dir), so);
     return runtime::Engine::load(eo);
   }
 

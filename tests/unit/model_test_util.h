@@ -93,7 +93,7 @@ inline model::TinySpec streamed_tiny_spec() {
 inline std::unique_ptr<runtime::Engine> streamed_engine(const TempDir& dir, const std::string& model_dir, double cache_gb,
                                                         const std::string& device = "cpu",
                                                         const std::string& gpu_experts_gb = "auto",
-                                                        double cpu_experts = 0) {
+                                                        const std::string& cpu_experts = "0") {
   store::PrepareOptions po;
   po.homes = {store::parse_home_spec(dir / "h0"), store::parse_home_spec(dir / "h1")};
   po.measure = false;

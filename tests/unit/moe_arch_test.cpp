@@ -127,10 +127,10 @@ TEST_P(MoeArch, StreamedFromTwoHomesThroughATinyCacheEqualsResident) {
     o.model_dir = model;
     o.experts = experts;
     o.cache_gb = cache_gb;
-    o.prefetch = prefetch;
-    o.prefetch_layers = layers;
+    o.stream.prefetch = prefetch;
+    o.stream.prefetch_layers = layers;
     // Two layers ahead: read every guess (a random router's never earn the default precision).
-    if (layers > 1) o.prefetch_precision = 0;
+    if (layers > 1) o.stream.prefetch_min_precision = 0;
     return runtime::Engine::load(o);
   };
   auto resident = engine("resident", 1, false);

@@ -96,9 +96,9 @@ class StoreTest : public ::testing::Test {
     o.model_dir = model_dir();
     o.experts = experts;
     o.cache_gb = cache_gb;
-    o.prefetch = prefetch;
-    o.prefetch_precision = 0;  // with prefetch on, read every guess (the random routers' never earn the default)
-    o.reader = reader;
+    o.stream.prefetch = prefetch;
+    o.stream.prefetch_min_precision = 0;  // with prefetch on, read every guess (the random routers' never earn the default)
+    o.stream.reader.engine = reader;
     return runtime::Engine::load(o);
   }
   void write_uniform_heat() {
@@ -261,8 +261,8 @@ TEST_F(StoreTest, CancelledPrefetchesChangeNothingButTheBytes) {
   o.model_dir = model_dir();
   o.experts = "stream";
   o.cache_gb = double(slot_bytes()) * 24 / 1e9;
-  o.reader = "pread";
-  o.prefetch_precision = 0;  // read every guess (a random router's guesses never earn the default)
+  o.stream.reader.engine = "pread";
+  o.stream.prefetch_min_precision = 0;  // read every guess (a random router's guesses never earn the default)
   auto e = runtime::Engine::load(o);
   e->store()->set_home_delay(0, 0.002);
   Outcome got = run_engine(*e, prompt, 6);
@@ -473,8 +473,8 @@ TEST_F(StoreTest, GuessesTwoLayersAheadChangeNothingButTheReads) {
     o.model_dir = model_dir();
     o.experts = "stream";
     o.cache_gb = cache;
-    o.prefetch_precision = 0;
-    o.prefetch_layers = 2;
+    o.stream.prefetch_min_precision = 0;
+    o.stream.prefetch_layers = 2;
     auto e = runtime::Engine::load(o);
     Outcome got = run_engine(*e, prompt, 8);
     EXPECT_EQ(got.logits, ref.logits);

@@ -84,6 +84,11 @@ class CpuDevice final : public Device {
 
  private:
   void* take(size_t bytes);
+  // experts() when every expert has at most kBatchedExpertRows rows: the products of all experts
+  // in two forks of the pool instead of three per expert (the same bits).
+  static constexpr size_t kBatchedExpertRows = 8;
+  void experts_batched(const ExpertsOp& op, std::span<const ExpertView> views,
+                       std::span<const std::span<const int64_t>> members, const Buf& z, Buf yexp);
 
   const Isa* isa_;
   uint64_t flops_ = 0;  // see Device::flops (ops are called from one thread)

@@ -156,6 +156,23 @@ void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_
   });
 }
 
+void linear_batch(const Isa& isa, std::span<const LinearItem> items) {
+  int64_t total = 0;
+  for (const LinearItem& it : items) total += it.w->rows;
+  ThreadPool::global().parallel_for(total, 64, [&](int64_t b, int64_t e) {
+    int64_t start = 0;  // the first row of items[i] in the laid-out rows
+    for (const LinearItem& it : items) {
+      const int64_t r0 = std::max<int64_t>(b - start, 0), r1 = std::min<int64_t>(e - start, it.w->rows);
+      if (r0 < r1) {
+        in_vector_blocks(pick(isa, it.w->type), *it.w, it.x, it.ldx, it.n, it.y, it.ldy, r0, r1);
+        add_bias(*it.w, it.n, it.y, it.ldy, r0, r1);
+      }
+      start += it.w->rows;
+      if (start >= e) break;
+    }
+  });
+}
+
 void linear(const Weight& w, const float* x, int64_t n, float* y) { linear(active_isa(), w, x, w.cols, n, y, w.rows); }
 
 }  // namespace sluice::device

@@ -5,6 +5,7 @@
 // the batch-invariance contract of device/weight.h.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -145,6 +146,19 @@ void set_active_isa(std::string_view name);  // throws sluice::Error for an unkn
 // Runs one product (plus the weight's bias, if any) on an ISA, rows split over the global thread
 // pool. x: [n, w.cols] with row stride ldx, y: [n, w.rows] with row stride ldy.
 void linear(const Isa& isa, const Weight& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
+// Several products in one fork and join of the pool: item i is linear(isa, *w, x, ldx, n, y, ldy).
+// The items' weight rows are laid end to end and split into one contiguous slice per thread (a
+// product's bits are its own rows' and columns' alone, so the split changes none). For passes of a
+// few rows through many small products (a decode step's experts), where one fork and join per
+// product cost as much as the products.
+struct LinearItem {
+  const Weight* w;
+  const float* x;
+  int64_t ldx, n;
+  float* y;
+  int64_t ldy;
+};
+void linear_batch(const Isa& isa, std::span<const LinearItem> items);
 // The same with the active ISA and contiguous rows.
 void linear(const Weight& w, const float* x, int64_t n, float* y);
 // Same, single-threaded, on a given ISA (tests and the thread pool's own workers use it).

@@ -199,6 +199,14 @@ class CudaDevice final : public Device {
   void sync(Fence f) override {
     if (const EventSlot* e = pending(f)) SLUICE_CUDA_CHECK(cudaEventSynchronize(e->e));
   }
+  bool passed(Fence f) override {
+    const EventSlot* e = pending(f);
+    if (!e) return true;
+    const cudaError_t r = cudaEventQuery(e->e);
+    if (r == cudaErrorNotReady) return false;
+    SLUICE_CUDA_CHECK(r);
+    return true;
+  }
 
   void linear(const Buf& x, std::span<const LinearOut> outs) override {
     Prof prof(*this, "linear");

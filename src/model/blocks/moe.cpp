@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/error.h"
+
 namespace sluice::model {
 
 using device::Buf;
@@ -131,7 +133,14 @@ void moe_forward(device::Device& d, const MoeSpec& s, const MoeWeights& w, store
   const device::ExpertsOp op{.act = s.act, .top_k = k};
   Buf yexp = d.scratch(BufType::F32, T * k, R);
   const size_t group = std::max<size_t>(1, experts.max_batch());
-  bool z_on_host = false;
+  // z comes back to the host now, while the device is idle after the route: once the lease has
+  // queued expert copies, a download can wait behind them on the link (measured: the host's
+  // experts then started only after every copy had landed).
+  const bool z_on_host = experts.pass_rows(T);
+  if (z_on_host) {
+    host.z.resize(size_t(z.rows * z.cols));
+    d.download(z, host.z.data());
+  }
   for (size_t g0 = 0; g0 < host.uni.size(); g0 += group) {
     const size_t gn = std::min(group, host.uni.size() - g0);
     experts.begin(layer, std::span<const int32_t>(host.uni.data() + g0, gn));
@@ -157,13 +166,9 @@ void moe_forward(device::Device& d, const MoeSpec& s, const MoeWeights& w, store
                   z, yexp);
       }
     }
-    // z comes back before the device is told to wait for the copies (download waits for the
-    // queue), so the host's experts run while the link and the device work on the rest.
-    if (!host.host_views.empty() && !z_on_host) {
-      host.z.resize(size_t(z.rows * z.cols));
-      d.download(z, host.z.data());
-      z_on_host = true;
-    }
+    // The host's experts run while the link and the device work on the rest.
+    SLUICE_CHECK(host.host_views.empty() || z_on_host,
+                 "moe: the provider handed out host views in a pass it said has none");
     if (grouped && !host.views.empty()) {
       for (const device::ExpertView& v : host.views) d.wait(v.ready);
       d.experts(op, host.views, host.view_members, z, yexp);
