@@ -2,13 +2,12 @@
 #include "store/streaming_experts.h"
 
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <new>
 
 #include "core/error.h"
-#include "store/guess_precision.h"
+#include "store/remote_fill.h"
 
 namespace sluice::store {
 
@@ -18,7 +17,10 @@ uint64_t physical_memory_bytes() {
 }
 
 StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
-    : m_(std::move(manifest)), opt_(opt), heat_(m_.num_layers, m_.num_experts) {
+    : m_(std::move(manifest)),
+      opt_(opt),
+      policy_(m_.num_layers, opt.prefetch, opt.prefetch_layers, opt.prefetch_min_precision, opt.prefetch_when_idle),
+      heat_(m_.num_layers, m_.num_experts) {
   const uint64_t slot = m_.layout.slot_bytes;
   // A budget beyond the machine's memory can never be met: refuse it with the numbers, rather
   // than fail in the allocator (or swap) later.
@@ -42,13 +44,7 @@ StreamingExperts::StreamingExperts(Manifest manifest, const StreamOptions& opt)
   }
   slots_.resize(n);
   where_.assign(size_t(m_.num_layers * m_.num_experts), -1);
-  if (opt_.prefetch_layers < 1 || opt_.prefetch_layers > kMaxPrefetchLayers)
-    fail("--prefetch-layers ", opt_.prefetch_layers, " is outside 1..", kMaxPrefetchLayers);
-  predicted_.resize(size_t(opt_.prefetch_layers * m_.num_layers));
   counters_.reads_by_layer.assign(size_t(m_.num_layers), 0);
-  precision_.assign(size_t(opt_.prefetch_layers * m_.num_layers) * kMaxRanks, 0.0);
-  if (!(opt_.prefetch_min_precision >= 0 && opt_.prefetch_min_precision <= 1))
-    fail("prefetch precision ", opt_.prefetch_min_precision, " is outside 0..1");
   if (!opt_.heat_file.empty()) heat_.load(opt_.heat_file);
   if (opt_.source) opt_.source->adopt(m_);
   reader_ = std::make_unique<ExpertReader>(m_, opt_.reader);
@@ -149,27 +145,15 @@ void StreamingExperts::begin(int layer, std::span<const int32_t> experts) {
   if (experts.size() > max_batch_) fail("expert request of ", experts.size(), " exceeds the cache batch ", max_batch_);
   ++tick_;
   heat_.record(layer, experts.data(), experts.size());
-  if (opt_.prefetch_when_idle) {  // the period since the last request, for the idle guesses
-    const auto now = std::chrono::steady_clock::now();
-    const double idle = reader_->idle_seconds();
-    if (tick_ > 1)
-      spare_.add(std::chrono::duration<double>(now - last_begin_).count(), idle - idle_at_begin_,
-                 reader_->busy_bandwidth());
-    last_begin_ = now;
-    idle_at_begin_ = idle;
-  }
-  // Each distance's last prediction for this layer: each of its ranks' precision, and the next
-  // layer's recall (the request is ascending and a prediction holds each expert once).
-  for (int d = 0; d < opt_.prefetch_layers; ++d) {
-    const size_t at = size_t(d * m_.num_layers + layer);
-    auto& ranked = predicted_[at];
-    if (ranked.empty()) continue;
-    const size_t right = score_guess(ranked, experts, &precision_[at * kMaxRanks], kMaxRanks);
-    if (d == 0) {
-      counters_.predicted_correct += right;
-      counters_.actual_total += experts.size();
-    }
-    ranked.clear();
+  if (opt_.prefetch_when_idle)  // the period since the last request, for the idle guesses
+    policy_.request_at(std::chrono::steady_clock::now(), reader_->idle_seconds(), reader_->busy_bandwidth());
+  // Each distance's last guess at this layer is scored; the next layer's recall (the request is
+  // ascending and a guess holds each expert once).
+  bool scored = false;
+  const size_t right = policy_.score(layer, experts, &scored);
+  if (scored) {
+    counters_.predicted_correct += right;
+    counters_.actual_total += experts.size();
   }
   // Unclaimed prefetches of this layer were wrong guesses: reads no drive has started are dropped,
   // the others become ordinary cache entries when they land.
@@ -290,16 +274,12 @@ void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts
                                      const std::vector<size_t>& which) {
   std::vector<int32_t> ids;
   std::vector<std::byte*> dst;
-  std::vector<uint64_t> sums(which.size());
   for (size_t i : which) {
     ids.push_back(experts[i]);
     dst.push_back(data(slot_of[i]));
   }
   try {
-    if (!opt_.source)
-      fail("expert ", ids[0], " of layer ", layer, " has no local copy yet and no source to fetch it from (",
-           "streamed install without its sluice-source.json?)");
-    opt_.source->fetch(m_, layer, ids, dst, sums);
+    fill_from_source(opt_.source.get(), m_, layer, ids, dst);
   } catch (...) {
     // Forget the slots of this request (their bytes are not valid) and unpin everything it pinned.
     for (size_t i : which) {
@@ -312,14 +292,6 @@ void StreamingExperts::fetch_missing(int layer, std::span<const int32_t> experts
     pinned_now_.clear();  // already unpinned: a later release() must not unpin them again
     throw;
   }
-  // From now on these experts are read from their homes and verified against these sums (a
-  // striped record's holders against their part's). No read of them is in flight, so the reader
-  // threads never see these holders change.
-  for (size_t k = 0; k < ids.size(); ++k)
-    for (Holder& h : m_.holders[size_t(layer)][size_t(ids[k])]) {
-      h.xxh3 = h.length == m_.layout.slot_bytes ? sums[k] : XXH3_64bits(dst[k] + h.at, h.length);
-      h.local = true;
-    }
   counters_.fetched += ids.size();
 }
 
@@ -346,17 +318,15 @@ void StreamingExperts::unpin(int layer, int expert) {
 }
 
 int StreamingExperts::lookahead() const {
-  if (!opt_.prefetch) return 0;
   // Beyond the next layer only while the drives idle: those guesses get drive time nothing else
   // wants (demand reads still queue ahead of them, and prefetches never fill a home's queue).
-  return opt_.prefetch_layers > 1 && reader_->idle() ? opt_.prefetch_layers : 1;
+  return policy_.lookahead(policy_.layers_ahead() > 1 && reader_->idle());
 }
 
 void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int distance) {
   if (layer < 0 || layer >= m_.num_layers || m_.holders[size_t(layer)].empty()) return;
-  if (distance < 1 || distance > opt_.prefetch_layers) return;
-  const size_t at = size_t((distance - 1) * m_.num_layers + layer);
-  predicted_[at].assign(experts.begin(), experts.end());
+  if (distance < 1 || distance > policy_.layers_ahead()) return;
+  policy_.remember(layer, distance, experts);
   if (distance == 1) counters_.predicted_total += experts.size();
   // A guess beyond the next layer is read only while the drives idle (it is still scored): the
   // model asked for it while they did, but the nearer guesses handed over since may have started
@@ -367,31 +337,27 @@ void StreamingExperts::prefetch(int layer, std::span<const int32_t> experts, int
   // as the drives' usual idle time in a layer can read, each only if its own read fits in that
   // time (--prefetch-idle; DriveSpare).
   const double slot = double(m_.layout.slot_bytes);
-  const bool spare_time = opt_.prefetch_when_idle && idle && distance == 1;
-  const double window = spare_time ? spare_.idle_seconds() : 0.0;
-  double spare = spare_time ? spare_.bytes() : 0.0;
+  PrefetchPolicy::Allowance spare = policy_.allowance(distance, idle);
   size_t budget = slots_.size() - std::min(slots_.size(), max_batch_);
   reap();
-  const double* prec = &precision_[at * kMaxRanks];
-  const double need = opt_.prefetch_min_precision;
   for (size_t r = 0; r < experts.size(); ++r) {
     const int32_t e = experts[r];
     if (budget == 0) break;
-    const bool gated = need > 0 && (r >= kMaxRanks || prec[r] < need);  // a guess that may not pay
-    if (gated && spare < slot) {
+    const bool gated = !policy_.earned(layer, distance, r);  // a guess that may not pay
+    if (gated && !spare.affords(slot)) {
       counters_.prefetch_suppressed += 1;
       continue;
     }
     if (e < 0 || e >= m_.num_experts || find(layer, e) >= 0) continue;
     if (!m_.of(layer, e)[0].local) continue;  // fetched from the source only when really used
-    if (gated && reader_->solo_seconds(layer, e) > window) {  // would still be reading when needed
+    if (gated && reader_->solo_seconds(layer, e) > spare.window_seconds) {  // would still be reading when needed
       counters_.prefetch_suppressed += 1;
       continue;
     }
     int s = victim();
     if (s < 0) break;
     if (gated) {
-      spare -= slot;
+      spare.bytes -= slot;
       counters_.prefetch_idle += 1;
     }
     assign(s, layer, e);

@@ -1,9 +1,12 @@
-// The streaming ExpertProvider: routed experts live on drives (homes) and pass through one RAM
-// arena of fixed-size slots with a byte budget, allocated and touched at load. Misses of a
-// request are read together (read-once per pass: the model asks for a pass's union once);
-// prefetch() starts reads for predicted experts of the next layer (and, while the drives would
-// otherwise idle, of the layers after it, up to StreamOptions::prefetch_layers); eviction prefers experts
-// that are neither recent nor hot (decayed usage counts that persist across runs).
+// The streaming ExpertProvider, the RAM cache of the store: routed experts live on drives (homes)
+// and pass through one RAM arena of fixed-size slots with a byte budget, allocated and touched at
+// load. Misses of a request are read together (read-once per pass: the model asks for a pass's
+// union once); eviction prefers experts that are neither recent nor hot (decayed usage counts that
+// persist across runs). It composes the store's other units: the reader (store/reader.h) reads
+// records from the homes, the prefetch policy (store/prefetch_policy.h) decides which guesses at
+// coming layers are read ahead, and remote fill (store/remote_fill.h) fetches the experts of a
+// streamed install that are not local yet. A device tier (store/device_tier.h) sits in front of it
+// as one more provider.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -12,17 +15,14 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "store/drive_spare.h"
 #include "store/expert_provider.h"
 #include "store/expert_source.h"
 #include "store/heat.h"
 #include "store/manifest.h"
+#include "store/prefetch_policy.h"
 #include "store/reader.h"
 
 namespace sluice::store {
-
-// The most layers ahead StreamOptions::prefetch_layers may reach (the reference system read 4).
-inline constexpr int kMaxPrefetchLayers = 4;
 
 // The machine's physical memory (sysconf), or 0 when unknown.
 uint64_t physical_memory_bytes();
@@ -134,21 +134,7 @@ class StreamingExperts : public ExpertProvider {
   std::vector<size_t> to_fetch_, ticket_index_;
   std::vector<uint64_t> tickets_;
   size_t handed_count_ = 0;
-  // Per (distance - 1, layer): the last prediction, in confidence order.
-  std::vector<std::vector<int32_t>> predicted_;
-  // Precision by distance, layer and confidence rank: an EWMA of "the expert predicted at rank r was asked
-  // for". When the drives are the bottleneck a right guess saves no bandwidth (the expert would
-  // have been read anyway, only later) and moves a read into the little time the drives would idle
-  // during compute, while a wrong guess costs a whole read: guessing pays only when it is nearly
-  // always right. So rank r of a layer is read ahead only while its precision is at least
-  // StreamOptions::prefetch_min_precision (predictions are scored whether read or not).
-  static constexpr size_t kMaxRanks = 64;
-  std::vector<double> precision_;  // [distance - 1][layer][rank], kMaxRanks per layer
-  // --prefetch-idle's allowance, from each period between two requests and the drives' idle
-  // time in it.
-  DriveSpare spare_;
-  std::chrono::steady_clock::time_point last_begin_{};
-  double idle_at_begin_ = 0;
+  PrefetchPolicy policy_;
   size_t max_batch_ = 1;
   uint64_t tick_ = 0;
   Heat heat_;
