@@ -167,6 +167,10 @@ class Device {
   virtual Buf scratch(BufType t, int64_t rows, int64_t cols) = 0;
   virtual size_t scratch_mark() const = 0;
   virtual void scratch_reset(size_t mark) = 0;
+  // The furthest the scratch cursor has gone (bytes) since reset_scratch_peak(): what the passes
+  // in between needed at most (the targets' pass_bytes_per_row is checked against it).
+  virtual size_t scratch_peak() const = 0;
+  virtual void reset_scratch_peak() = 0;
   // A device with memory of its own reports how much of it is free now and its total; the CPU
   // device, which works in host memory, reports zeros.
   struct MemoryInfo {

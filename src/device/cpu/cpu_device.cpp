@@ -53,6 +53,7 @@ void* CpuDevice::take(size_t bytes) {
     const size_t at = std::max(used_, c.base);
     if (at + bytes <= c.base + c.size) {
       used_ = at + bytes;
+      peak_ = std::max(peak_, used_);
       return c.mem.get() + (at - c.base);
     }
   }
@@ -61,6 +62,7 @@ void* CpuDevice::take(size_t bytes) {
   const size_t size = std::max({bytes, total, kMinChunk});
   Chunk c{allocate_touched(size, kAlign, /*split=*/true), total, size};
   used_ = c.base + bytes;
+  peak_ = std::max(peak_, used_);
   chunks_.push_back(std::move(c));
   return chunks_.back().mem.get();
 }

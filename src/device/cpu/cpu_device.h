@@ -29,6 +29,8 @@ class CpuDevice final : public Device {
   Buf scratch(BufType t, int64_t rows, int64_t cols) override;
   size_t scratch_mark() const override { return used_; }
   void scratch_reset(size_t mark) override;
+  size_t scratch_peak() const override { return peak_; }
+  void reset_scratch_peak() override { peak_ = used_; }
 
   Weight keep(const Weight& host) override { return host; }
   Vec keep(std::span<const float> host) override { return Vec{host.data(), int64_t(host.size())}; }
@@ -99,7 +101,7 @@ class CpuDevice final : public Device {
     size_t base = 0, size = 0;  // position of the chunk in the arena's address space
   };
   std::vector<Chunk> chunks_;
-  size_t used_ = 0;
+  size_t used_ = 0, peak_ = 0;
 };
 
 // g ← act(g, u) over n elements (the body of gated_act and of the routed experts' activation).

@@ -86,6 +86,8 @@ class CudaDevice final : public Device {
     SLUICE_CHECK(rows >= 0 && cols >= 0, "scratch of a [", rows, ", ", cols, "] buffer");
     return Buf{take(size_t(rows * cols) * 4), rows, cols, cols, t, Place::Device};
   }
+  size_t scratch_peak() const override { return peak_; }
+  void reset_scratch_peak() override { peak_ = used_; }
   size_t scratch_mark() const override { return used_; }
   void scratch_reset(size_t mark) override {
     SLUICE_CHECK(mark <= used_, "scratch_reset past the cursor");
@@ -599,6 +601,7 @@ class CudaDevice final : public Device {
       const size_t at = std::max(used_, c.base);
       if (at + bytes <= c.base + c.size) {
         used_ = at + bytes;
+        peak_ = std::max(peak_, used_);
         return static_cast<char*>(c.mem) + (at - c.base);
       }
     }
@@ -607,6 +610,7 @@ class CudaDevice final : public Device {
     Chunk c{nullptr, total, std::max({bytes, total, kMinChunk})};
     c.mem = device_malloc(c.size, "scratch");
     used_ = c.base + bytes;
+    peak_ = std::max(peak_, used_);
     chunks_.push_back(c);
     return c.mem;
   }
@@ -681,7 +685,7 @@ class CudaDevice final : public Device {
   std::vector<std::pair<void*, size_t>> tier_;  // alloc_bytes
   std::vector<void*> pinned_;  // pin_host
   std::vector<Chunk> chunks_;
-  size_t used_ = 0;
+  size_t used_ = 0, peak_ = 0;
   std::vector<void*> kept_;
   size_t kept_bytes_ = 0;
   std::vector<Mat> mats_;
