@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/join.h"
 #include "core/parse_number.h"
 #include "store/prepare.h"
 #include "tokenizer/chat.h"
@@ -102,8 +103,7 @@ CLI::Validator home_spec() {
 }
 
 CLI::Validator one_of(std::vector<std::string> values) {
-  std::string list;
-  for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
+  const std::string list = join(values, ", ");
   return CLI::Validator(
       [values, list](std::string& value) -> std::string {
         for (const auto& v : values)

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress_line.h"
 #include "core/error.h"
+#include "core/join.h"
 #include "model/arch/kimi_config.h"
 #include "model/tiny_checkpoint.h"
 
@@ -31,8 +32,7 @@ Action register_make_tiny(CLI::App& app) {
   auto target = std::make_shared<std::string>();
   auto dspark_ids = std::make_shared<std::string>();
   const std::vector<std::string> types = model::tiny_model_types();
-  std::string type_list;
-  for (const std::string& t : types) type_list += (type_list.empty() ? "" : ", ") + t;
+  const std::string type_list = join(types, ", ");
   CLI::App* sub = app.add_subcommand("make-tiny", "Write a small random checkpoint in the real on-disk format");
   sub->add_option("--arch", s->arch,
                   "config.json's model_type: " + type_list +

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/join.h"
 #include "export/export_arch.h"
 #include "format/json_util.h"
 
@@ -43,12 +44,13 @@ ExportSummary dispatch(const std::string& model_dir, const std::string& out, con
   const std::string model_type = root.is_object() && root.contains("model_type") && root["model_type"].is_string()
                                      ? root["model_type"].get<std::string>()
                                      : std::string("(none)");
-  std::string supported;
+  std::vector<std::string> supported;
   for (const Mapping& m : kMappings) {
     if (model_type == m.model_type) return m.run(model_dir, root, out, opt);
-    supported += std::string(supported.empty() ? "" : ", ") + m.model_type;
+    supported.push_back(m.model_type);
   }
-  fail(config_path, ": model_type '", model_type, "' cannot be exported to GGUF (supported: ", supported, ")");
+  fail(config_path, ": model_type '", model_type, "' cannot be exported to GGUF (supported: ", join(supported, ", "),
+       ")");
 }
 
 }  // namespace

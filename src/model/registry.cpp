@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/join.h"
 #include "format/json_util.h"
 #include "model/arch/deepseek.h"
 #include "model/arch/gpt_oss.h"
@@ -59,13 +60,13 @@ std::string model_type_of(const std::string& config_text, const std::string& whe
 }
 
 const Architecture& find_architecture(const std::string& model_type, const std::string& where) {
-  std::string known;
+  std::vector<std::string> known;
   for (const Architecture* a : architectures())
     for (const std::string& t : a->model_types) {
       if (t == model_type) return *a;
-      known += (known.empty() ? "" : ", ") + t;
+      known.push_back(t);
     }
-  fail(where, ": model_type '", model_type, "' is not supported (sluice runs ", known, ")");
+  fail(where, ": model_type '", model_type, "' is not supported (sluice runs ", join(known, ", "), ")");
 }
 
 std::unique_ptr<Target> load_target(const LoadOptions& opt) {

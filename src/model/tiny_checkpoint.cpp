@@ -12,6 +12,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/join.h"
 #include "core/thread_pool.h"
 #include "model/arch/dspark_config.h"
 #include "model/arch/qwen3_config.h"
@@ -289,9 +290,7 @@ const Architecture& tiny_architecture(const std::string& model_type) {
     if (a->tiny)
       for (const std::string& t : a->model_types)
         if (t == model_type) return *a;
-  std::string known;
-  for (const std::string& t : tiny_model_types()) known += (known.empty() ? "" : ", ") + t;
-  fail("make-tiny: cannot write a '", model_type, "' checkpoint (it writes ", known, ")");
+  fail("make-tiny: cannot write a '", model_type, "' checkpoint (it writes ", join(tiny_model_types(), ", "), ")");
 }
 
 }  // namespace
