@@ -154,7 +154,8 @@ json run_doctor(const DoctorOptions& o) {
     json rates = json::object();
     try {
       for (const auto& [key, r] : store::read_hybrid_calibrations(path))
-        rates[key] = {{"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+        rates[key] = {
+            {"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }

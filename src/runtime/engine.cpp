@@ -72,10 +72,16 @@ store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts
   const std::string path = store::hybrid_calibration_path();
   const std::string key = store::hybrid_calibration_key(gpu.name(), sample, ThreadPool::global().size());
   store::HybridRates r;
-  if (store::read_hybrid_calibration(path, key, &r)) {
-    ram.release(layer);
-    *note = cat("rates of ", path);
-    return r;
+  bool unreadable = false;
+  try {
+    if (store::read_hybrid_calibration(path, key, &r)) {
+      ram.release(layer);
+      *note = cat("rates of ", path);
+      return r;
+    }
+  } catch (const std::exception& e) {  // a damaged cache file is measured over, as a cache entry is
+    std::fprintf(stderr, "sluice: warning: %s\n", e.what());
+    unreadable = true;
   }
   std::fprintf(stderr, "sluice: measuring the link to %s and the cores on this model's experts (once per machine)...\n",
                gpu.name().c_str());
@@ -86,12 +92,18 @@ store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts
     throw;
   }
   ram.release(layer);
-  store::write_hybrid_calibration(path, key, r);
-  std::fprintf(stderr,
-               "sluice: link %.1f GB/s, cores %.1f GB/s alone; %.1f and %.1f GB/s at once; stored in %s (delete it to "
-               "measure again)\n",
-               r.link / 1e9, r.cores / 1e9, r.link_shared / 1e9, r.cores_shared / 1e9, path.c_str());
-  *note = cat("measured now, stored in ", path);
+  std::fprintf(stderr, "sluice: link %.1f GB/s, cores %.1f GB/s alone; %.1f and %.1f GB/s at once",
+               r.link / 1e9, r.cores / 1e9, r.link_shared / 1e9, r.cores_shared / 1e9);
+  try {
+    if (unreadable) std::filesystem::remove(path);
+    store::write_hybrid_calibration(path, key, r);
+    std::fprintf(stderr, "; stored in %s (delete it to measure again)\n", path.c_str());
+    *note = cat("measured now, stored in ", path);
+  } catch (const std::exception& e) {
+    // A cache that cannot be written costs the next run a second of measuring, not this run.
+    std::fprintf(stderr, "; not stored (%s): the next run measures again\n", e.what());
+    *note = "measured now, not stored";
+  }
   return r;
 }
 

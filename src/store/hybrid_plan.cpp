@@ -162,10 +162,13 @@ json read_file_json(const std::string& path) {
   try {
     j = json::parse(read_regular_file(path));
   } catch (const json::exception& e) {
-    fail(path, ": not a hybrid calibration (", e.what(), "); remove it and a run measures again");
+    fail(path, ": not a hybrid calibration (", e.what(),
+         "); the next streamed run on a GPU measures again and replaces it");
   }
-  if (!j.is_object() || j.value("format", "") != "sluice-hybrid-rates" || !j.contains("rates") || !j["rates"].is_object())
-    fail(path, ": not a hybrid calibration (no \"format\": \"sluice-hybrid-rates\"); remove it and a run measures again");
+  if (!j.is_object() || j.value("format", "") != "sluice-hybrid-rates" || !j.contains("rates") ||
+      !j["rates"].is_object())
+    fail(path, ": not a hybrid calibration (no \"format\": \"sluice-hybrid-rates\"); the next streamed run on a GPU ",
+         "measures again and replaces it");
   return j;
 }
 
@@ -173,7 +176,8 @@ HybridRates rates_of(const std::string& path, const std::string& key, const json
   auto rate = [&](const char* name) {
     const json* v = r.is_object() && r.contains(name) ? &r[name] : nullptr;
     if (!v || !v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>()))
-      fail(path, ": \"", key, "\": \"", name, "\" is not a rate in bytes/s; remove the file and a run measures again");
+      fail(path, ": \"", key, "\": \"", name,
+           "\" is not a rate in bytes/s; the next streamed run on a GPU measures again and replaces the file");
     return v->get<double>();
   };
   return {rate("link"), rate("cores"), rate("link_shared"), rate("cores_shared")};
@@ -199,7 +203,8 @@ void write_hybrid_calibration(const std::string& path, const std::string& key, c
   json j = read_file_json(path);
   j["format"] = "sluice-hybrid-rates";
   j["version"] = 1;
-  j["rates"][key] = {{"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+  j["rates"][key] = {
+      {"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   write_file_durably(path, j.dump(2) + "\n");

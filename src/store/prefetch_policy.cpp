@@ -50,7 +50,8 @@ void PrefetchPolicy::remember(int layer, int distance, std::span<const int32_t> 
 }
 
 bool PrefetchPolicy::earned(int layer, int distance, size_t rank) const {
-  return min_precision_ <= 0 || (rank < kMaxRanks && precision_[at(layer, distance) * kMaxRanks + rank] >= min_precision_);
+  return min_precision_ <= 0 ||
+         (rank < kMaxRanks && precision_[at(layer, distance) * kMaxRanks + rank] >= min_precision_);
 }
 
 PrefetchPolicy::Allowance PrefetchPolicy::allowance(int distance, bool drives_idle) const {

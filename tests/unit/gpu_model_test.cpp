@@ -212,7 +212,8 @@ TEST(GpuModel, Int4ExpertsCudaRefIsScalarAndStreamedIsResident) {
     testing::TempDir dir("gpu-int4-host");
     std::filesystem::copy(fixture, dir / "m", std::filesystem::copy_options::recursive);
     std::filesystem::remove(dir / "m/expected.safetensors");
-    auto streamed = testing::streamed_engine(dir, dir / "m", 4 * double(slot) / 1e9, "cuda:0", "auto", std::to_string(1.0 / 3));
+    auto streamed =
+        testing::streamed_engine(dir, dir / "m", 4 * double(slot) / 1e9, "cuda:0", "auto", std::to_string(1.0 / 3));
     const std::vector<float> prefill = logits(streamed->model());
     EXPECT_EQ(streamed->tier()->counters().on_host, 0u) << "a pass of " << ids.size() << " rows used the host's share";
     EXPECT_EQ(0, std::memcmp(prefill.data(), fast.data(), fast.size() * 4)) << "a long pass != resident cuda:0";
