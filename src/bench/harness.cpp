@@ -452,6 +452,24 @@ void derive(const BenchOptions& opt, BenchResult& res) {
       if (r.agree_share >= 0) share.push_back(r.agree_share);
       limit = std::max(limit, r.memory_limit_bytes);
     }
+    // A GPU host's device tier in decode: how often an expert was in HBM, the share computed on the
+    // host's cores, bytes copied into HBM per token; and the prefill's copies.
+    std::vector<double> tier_hit, on_host, tier_bpt, tier_prefill;
+    for (const auto& r : res.runs) {
+      if (r.group != g.name || !r.m.valid || !r.m.gpu_tier) continue;
+      if (r.m.decode_tier_requests) {
+        tier_hit.push_back(double(r.m.decode_tier_hits) / double(r.m.decode_tier_requests));
+        on_host.push_back(double(r.m.decode_on_host) / double(r.m.decode_tier_requests));
+      }
+      if (r.m.generated > 1) tier_bpt.push_back(double(r.m.decode_tier_bytes) / double(r.m.generated - 1));
+      tier_prefill.push_back(double(r.m.prefill_tier_bytes));
+    }
+    if (!tier_prefill.empty()) {
+      d["gpu_tier_decode_hit_rate"] = to_json(summarize(tier_hit));
+      d["gpu_tier_decode_on_host_share"] = to_json(summarize(on_host));
+      d["gpu_tier_decode_copied_bytes_per_token"] = to_json(summarize(tier_bpt));
+      d["gpu_tier_prefill_copied_bytes"] = to_json(summarize(tier_prefill));
+    }
     d["max_rss_bytes"] = to_json(summarize(rss));
     d["storage_read_bytes"] = to_json(summarize(stored));
     d["cgroup_peak_bytes"] = to_json(summarize(peak));

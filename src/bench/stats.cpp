@@ -99,17 +99,26 @@ RunMetrics metrics_from_events(const std::vector<nlohmann::json>& events, double
       auto em = ids_of(e, "emitted", kind);
       int64_t prop = int64_t(num_or(e, "proposed", 0)), acc = int64_t(num_or(e, "accepted", 0));
       uint64_t bytes = uint64_t(num_or(e, "expert_bytes_read", 0));
+      const auto tier = e.find("gpu_tier");
+      const bool has_tier = tier != e.end() && tier->is_object();
+      r.gpu_tier = r.gpu_tier || has_tier;
+      auto tier_count = [&](const char* name) { return has_tier ? uint64_t(num_or(*tier, name, 0)) : uint64_t(0); };
       if (kind == "prefill_done") {
         if (have_first) invalid("two prefill_done events");
         have_first = true;
         r.ttft_s = t;
         r.prefill_bytes += bytes;
+        r.prefill_tier_bytes += tier_count("bytes_copied");
         r.prefill_requests = int64_t(num_or(e, "expert_requests", -1));
       } else {
         if (!have_first) invalid("decode_step before prefill_done");
         if (int64_t(em.size()) > acc + 1) invalid(cat("decode_step emitted ", em.size(), " tokens with ", acc, " accepted"));
         if (acc > prop) invalid(cat("decode_step accepted ", acc, " of ", prop, " proposed"));
         r.decode_bytes += bytes;
+        r.decode_tier_requests += tier_count("requests");
+        r.decode_tier_hits += tier_count("hits");
+        r.decode_on_host += tier_count("on_host");
+        r.decode_tier_bytes += tier_count("bytes_copied");
         r.proposed += prop;
         r.accepted += acc;
       }

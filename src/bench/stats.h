@@ -49,6 +49,12 @@ struct RunMetrics {
   int64_t expert_requests = 0;      // model's per-pass union requests (from run_end stats)
   int64_t prefill_requests = -1;    // of those, made by the prefill (prefill_done; -1: not logged)
   int64_t cache_slots = 0;          // the expert cache's slots (run_end stats; 0: not streaming)
+  // A GPU host's device tier (the steps' gpu_tier; gpu_tier false: none): in the decode steps, the
+  // experts asked of it, found in HBM, computed on the host's cores, and bytes copied into HBM;
+  // the prefill's bytes copied.
+  bool gpu_tier = false;
+  uint64_t decode_tier_requests = 0, decode_tier_hits = 0, decode_on_host = 0, decode_tier_bytes = 0;
+  uint64_t prefill_tier_bytes = 0;
   std::vector<HomeRun> homes;
   // Per-step timeline: seconds since run start at the end of each step, and expert bytes read in it.
   std::vector<double> step_end_s;

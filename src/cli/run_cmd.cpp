@@ -251,6 +251,7 @@ int run(RunArgs& a) {
   if (!a.model.sampling.greedy()) start["seed"] = a.model.sampling.seed;
   events.emit(start);
   uint64_t bytes_before = 0;
+  store::TierCounters tier_before;  // the GPU tier's counters at the previous step (when there is one)
   // The device's count of floating-point operations (Device::flops) spent by the prefill.
   const uint64_t flops_at_start = engine->device().flops();
   uint64_t prefill_flops = 0;
@@ -298,17 +299,27 @@ int run(RunArgs& a) {
     uint64_t bytes = engine->store() ? engine->store()->counters().bytes_read : 0;
     bool first = s.decision == "prefill";
     if (first) prefill_flops = engine->device().flops() - flops_at_start;
-    if (events.enabled())
-      events.emit({{"event", first ? "prefill_done" : "decode_step"},
-                 {"duration_ms", s.ms},
-                 {"t_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
-                 {"emitted", s.emitted},
-                 {"proposed", s.proposed},
-                 {"accepted", s.accepted},
-                 {"expert_bytes_read", bytes - bytes_before},
-                 {"union_experts", s.union_experts},
-                 {"missed_experts", s.missed_experts},
-                 {"expert_requests", engine->model().counters().expert_requests}});
+    if (events.enabled()) {
+      nlohmann::json e = {{"event", first ? "prefill_done" : "decode_step"},
+                          {"duration_ms", s.ms},
+                          {"t_ms", std::chrono::duration<double, std::milli>(clock::now() - t_start).count()},
+                          {"emitted", s.emitted},
+                          {"proposed", s.proposed},
+                          {"accepted", s.accepted},
+                          {"expert_bytes_read", bytes - bytes_before},
+                          {"union_experts", s.union_experts},
+                          {"missed_experts", s.missed_experts},
+                          {"expert_requests", engine->model().counters().expert_requests}};
+      if (const store::DeviceTier* tier = engine->tier()) {  // this step's share of the GPU tier's work
+        const store::TierCounters& t = tier->counters();
+        e["gpu_tier"] = {{"requests", t.requests - tier_before.requests},
+                         {"hits", t.hits - tier_before.hits},
+                         {"bytes_copied", t.bytes_copied - tier_before.bytes_copied},
+                         {"on_host", t.on_host - tier_before.on_host}};
+        tier_before = t;
+      }
+      events.emit(e);
+    }
     bytes_before = bytes;
     if (a.stats == "verbose" && !first) {
       if (drafter)

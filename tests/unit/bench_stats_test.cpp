@@ -86,6 +86,24 @@ TEST(BenchStats, SteadyAndInclusiveDefinitions) {
   }
 }
 
+// A GPU host's runs log each step's share of the device tier's work: the decode steps' figures are
+// summed apart from the prefill's, and a run without them has no tier.
+TEST(BenchStats, GpuTierWorkSplitsIntoPrefillAndDecode) {
+  auto ev = five_token_run(true);
+  EXPECT_FALSE(metrics_from_events(ev, 10.0).gpu_tier);
+  ev[1]["gpu_tier"] = {{"requests", 96}, {"hits", 0}, {"bytes_copied", 5000}, {"on_host", 0}};
+  ev[2]["gpu_tier"] = {{"requests", 16}, {"hits", 4}, {"bytes_copied", 300}, {"on_host", 8}};
+  ev[3]["gpu_tier"] = {{"requests", 16}, {"hits", 6}, {"bytes_copied", 100}, {"on_host", 7}};
+  const RunMetrics m = metrics_from_events(ev, 10.0);
+  ASSERT_TRUE(m.valid) << m.invalid_reason;
+  EXPECT_TRUE(m.gpu_tier);
+  EXPECT_EQ(m.prefill_tier_bytes, 5000u);
+  EXPECT_EQ(m.decode_tier_requests, 32u);
+  EXPECT_EQ(m.decode_tier_hits, 10u);
+  EXPECT_EQ(m.decode_on_host, 15u);
+  EXPECT_EQ(m.decode_tier_bytes, 400u);
+}
+
 TEST(BenchStats, BrokenAccountingIsInvalid) {
   auto ev = five_token_run(false);
   ev[2]["accepted"] = 0;  // two tokens emitted with nothing accepted
