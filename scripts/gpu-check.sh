@@ -235,6 +235,7 @@ PY
     # optionally "noahead" (--no-prefetch: no guesses at the next layer, so no copies ahead) or
     # "allahead" (--prefetch-precision 0: every guess RAM holds is copied ahead).
     arms=${HYBRID_ARMS:-"cuda:0,quarter,auto cuda:0,quarter,0 cuda:0,quarter,0.3 cuda:0,quarter,0.5 cuda:0,0,0 cuda:0,auto,0 cpu,auto,0"}
+    rm -f "$work/hybrid-arms.jsonl"
     for arm in ${arms//quarter/$quarter}; do
       arm=${arm//,/ }
       set -- $arm
@@ -252,17 +253,54 @@ PY
       else
         python3 "$root/bench/arch_width.py" report "$work/m" "$work/run-$name-33.json" | sed "s/^/gpu-check: hybrid $name: /" || true
       fi
-      python3 - "$work/stats-$name-1.txt" "$work/stats-$name-33.txt" "$work/run-$name-33.json" <<'PY' | sed 's/^/gpu-check:   /'
+      python3 - "$work/stats-$name-1.txt" "$work/stats-$name-33.txt" "$work/run-$name-33.json" "$name" \
+        "$work/hybrid-arms.jsonl" <<'PY' | sed 's/^/gpu-check:   /'
 import json, re, sys
-def tier(path):  # (hits, requests, MB copied) of the [gpu tier] line
-    m = re.search(r"\[gpu tier\].*?\((\d+)/(\d+)\) copied=([0-9.]+) MB", open(path).read())
+def tier(path):  # (hits, requests, MB copied, slots, slot GB, on_host) of the [gpu tier] line
+    m = re.search(r"\[gpu tier\] slots=(\d+) \(([0-9.]+) GB\).*?\((\d+)/(\d+)\) copied=([0-9.]+) MB.*?on_host=(\d+)",
+                  open(path).read())
+    if not m:
+        return None
+    slots, gb, hits, req, mb, host = map(float, m.groups())
+    return hits, req, mb, slots, gb, host
+def rates(path):  # the [hybrid] line's rates (GB/s): link, cores alone, link and cores together
+    m = re.search(r"link ([0-9.]+) GB/s, cores ([0-9.]+) GB/s alone, ([0-9.]+) \+ ([0-9.]+) at once", open(path).read())
     return tuple(map(float, m.groups())) if m else None
+run = json.load(open(sys.argv[3]))
+n = len(run["generated_ids"]) - 1
+arm = {"name": sys.argv[4], "tok_s": n / (run["decode_ms"] / 1e3)}
 a, b = tier(sys.argv[1]), tier(sys.argv[2])
 if a and b:  # the 1-token run is the prefill alone (its token comes from the prompt's logits)
-    n = len(json.load(open(sys.argv[3]))["generated_ids"]) - 1
-    print(f"decode: tier hit rate {(b[0] - a[0]) / max(b[1] - a[1], 1):.3f}, {(b[2] - a[2]) / n:.0f} MB copied a token")
+    record_mb = b[4] * 1e3 / b[3] if b[3] else 0
+    copied, host = (b[2] - a[2]) / n, (b[5] - a[5]) / n * record_mb
+    print(f"decode: tier hit rate {(b[0] - a[0]) / max(b[1] - a[1], 1):.3f}, {copied:.0f} MB copied and {host:.0f} MB "
+          f"computed on the host a token")
+    arm.update(miss_mb=copied + host)
+    r = rates(sys.argv[2])
+    if r and r[1] > 0:  # MB over GB/s: ms
+        issue_ms = (copied + host) / (r[0] + r[1])
+        arm.update(shared_ms=(copied + host) / (r[2] + r[3]))
+        print(f"hybrid floor as the issue defines it (miss bytes / (link + cores, each alone)): {issue_ms:.1f} ms, "
+              f"decode {1e3 / arm['tok_s']:.1f} ms: {issue_ms * arm['tok_s'] / 1e3:.2f}")
+with open(sys.argv[5], "a") as f:
+    f.write(json.dumps(arm) + "\n")
 PY
     done
+    # The proposed floor: the resident step (the arm with every expert in HBM, when it ran) plus the
+    # miss bytes over the link and core rates measured together.
+    python3 - "$work/hybrid-arms.jsonl" <<'PY' | sed 's/^/gpu-check: /'
+import json, sys
+arms = [json.loads(l) for l in open(sys.argv[1])]
+resident = [a for a in arms if a["name"] == "cuda-auto-0"]
+if resident:
+    step_ms = 1e3 / resident[-1]["tok_s"]
+    for a in arms:
+        if "shared_ms" in a:
+            floor = step_ms + a["shared_ms"]
+            print(f"hybrid {a['name']}: resident step {step_ms:.1f} ms + misses over the rates measured together "
+                  f"{a['shared_ms']:.1f} ms = {floor:.1f} ms; decode {1e3 / a['tok_s']:.1f} ms: "
+                  f"{floor * a['tok_s'] / 1e3:.2f} of it")
+PY
     print_summary
     ;;
   profile)
