@@ -154,8 +154,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
       // The RAM arena registered with the copy engine first, so misses reach the device at the
       // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
       e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
+      e->hybrid_resident_ = std::min(1.0, double(budget) / double(std::max<uint64_t>(1, bank->total_record_bytes())));
       if (opt.cpu_experts == "auto") {
-        e->hybrid_resident_ = std::min(1.0, double(budget) / double(std::max<uint64_t>(1, bank->total_record_bytes())));
         if (e->hybrid_resident_ < 1) {
           e->hybrid_rates_ = calibrated_rates(*device, *e->store_, *bank, &e->hybrid_note_);
           share = store::hybrid_share(e->hybrid_rates_, e->hybrid_resident_);

@@ -2,6 +2,8 @@
 // element-wise and mixing ops.
 #include "device/cpu/cpu_device.h"
 
+#include <thread>
+#include <chrono>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,10 +25,15 @@ void check_same_shape(const Buf& a, const Buf& b, const char* op) {
 
 }  // namespace
 
-CpuDevice::CpuDevice(const Isa* isa) : isa_(isa) {}
+CpuDevice::CpuDevice(const Isa* isa, std::optional<Emulation> emulate) : isa_(isa), emu_(emulate) {}
 CpuDevice::~CpuDevice() = default;
 
-std::string CpuDevice::name() const { return std::string("cpu/") + isa().name; }
+std::string CpuDevice::name() const { return std::string(emu_ ? "cpu-emu/" : "cpu/") + isa().name; }
+
+Device::MemoryInfo CpuDevice::memory() const {
+  if (!emu_) return {};
+  return {emu_->memory_bytes - std::min(emu_used_, emu_->memory_bytes), emu_->memory_bytes};
+}
 
 Buf CpuDevice::alloc(BufType t, int64_t rows, int64_t cols) {
   SLUICE_CHECK(rows >= 0 && cols >= 0, "alloc of a [", rows, ", ", cols, "] buffer");
@@ -36,11 +43,35 @@ Buf CpuDevice::alloc(BufType t, int64_t rows, int64_t cols) {
 
 void CpuDevice::free(Buf b) { AlignedFree{}(b.p); }
 
-void* CpuDevice::alloc_bytes(size_t bytes) { return allocate_touched(std::max<size_t>(bytes, 1), kAlign).release(); }
-void CpuDevice::free_bytes(void* p) { AlignedFree{}(p); }
+void* CpuDevice::alloc_bytes(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (emu_ && emu_used_ + bytes > emu_->memory_bytes) return nullptr;  // the emulated memory is full
+  void* p = allocate_touched(bytes, kAlign).release();
+  if (emu_) {
+    emu_blocks_[p] = bytes;
+    emu_used_ += bytes;
+  }
+  return p;
+}
+void CpuDevice::free_bytes(void* p) {
+  if (emu_) {
+    auto it = emu_blocks_.find(p);
+    if (it != emu_blocks_.end()) {
+      emu_used_ -= it->second;
+      emu_blocks_.erase(it);
+    }
+  }
+  AlignedFree{}(p);
+}
 Fence CpuDevice::copy_in(std::span<const CopyPiece> pieces, Fence) {
-  for (const CopyPiece& c : pieces)
+  size_t bytes = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const CopyPiece& c : pieces) {
     if (c.bytes) std::memcpy(c.dst, c.src, c.bytes);
+    bytes += c.bytes;
+  }
+  if (emu_ && emu_->link_bytes_per_s > 0)  // the emulated link's time
+    std::this_thread::sleep_until(t0 + std::chrono::duration<double>(double(bytes) / emu_->link_bytes_per_s));
   return {};
 }
 

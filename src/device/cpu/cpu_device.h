@@ -3,6 +3,8 @@
 // arithmetic the model used to do itself, moved down unchanged: the scalar ISA's results are the
 // oracle for every other ISA and device.
 #pragma once
+#include <map>
+#include <optional>
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -14,14 +16,25 @@
 
 namespace sluice::device {
 
+// An accelerator emulated on the CPU (`--device cpu-emu[:GB[:GB/s]]`): the same kernels and host
+// memory, but the device says it has memory of its own (`memory_bytes`, which alloc_bytes never
+// exceeds) behind a link (copy_in takes bytes / link_bytes_per_s; 0: as fast as memcpy), so the
+// expert tier, the split of experts between it and the host's cores, and their failure paths run
+// in tests on a machine without a GPU, giving the CPU's bits.
+struct Emulation {
+  uint64_t memory_bytes = 4ull << 30;
+  double link_bytes_per_s = 0;
+};
+
 class CpuDevice final : public Device {
  public:
   // isa == nullptr: follow the process's active ISA (set_active_isa, SLUICE_ISA) at every call.
-  explicit CpuDevice(const Isa* isa);
+  explicit CpuDevice(const Isa* isa, std::optional<Emulation> emulate = std::nullopt);
   ~CpuDevice() override;
 
   std::string name() const override;
-  Place place() const override { return Place::Host; }
+  Place place() const override { return emu_ ? Place::Device : Place::Host; }
+  MemoryInfo memory() const override;
   bool mla_reads_fp8() const override { return true; }
 
   Buf alloc(BufType t, int64_t rows, int64_t cols) override;
@@ -93,6 +106,9 @@ class CpuDevice final : public Device {
                        std::span<const std::span<const int64_t>> members, const Buf& z, Buf yexp);
 
   const Isa* isa_;
+  std::optional<Emulation> emu_;
+  std::map<void*, size_t> emu_blocks_;  // alloc_bytes' blocks and sizes (emulated memory)
+  uint64_t emu_used_ = 0;
   uint64_t flops_ = 0;  // see Device::flops (ops are called from one thread)
   // The scratch arena: chunks that are never moved while in use; when a pass needed more than one,
   // they are merged into one of their total size once the arena is empty again.
