@@ -30,13 +30,6 @@ std::vector<float> one_row_logits(model::Target& t, const std::vector<int32_t>& 
   return lg;
 }
 
-std::vector<float> pass_logits(model::Target& t, const std::vector<int32_t>& ids) {
-  auto st = t.new_state();
-  std::vector<float> lg(ids.size() * size_t(t.info().vocab_size));
-  t.forward(*st, ids, model::PassOptions{.all_logits = true}, lg.data());
-  return lg;
-}
-
 TEST(HybridEmulated, ExpertsSplitBetweenTheCoresAndATierGiveTheResidentCpuBits) {
   for (const char* fixture : {"kimi_k2_int4", "k3_tiny_a", "gpt_oss_a"}) {
     SCOPED_TRACE(fixture);
@@ -44,7 +37,7 @@ TEST(HybridEmulated, ExpertsSplitBetweenTheCoresAndATierGiveTheResidentCpuBits) 
     const std::vector<int32_t> ids = testing::tokens_of(12, 3);
     auto resident = model::load_target(model::LoadOptions{.dir = src});
     const std::vector<float> want_rows = one_row_logits(*resident, ids);
-    const std::vector<float> want_pass = pass_logits(*resident, ids);
+    const std::vector<float> want_pass = testing::all_logits(*resident, ids);
     const uint64_t slot = model::expert_bank_of(src).layout.slot_bytes;
     for (const std::string share : {"0.5", "auto"}) {
       SCOPED_TRACE(share);
@@ -60,7 +53,7 @@ TEST(HybridEmulated, ExpertsSplitBetweenTheCoresAndATierGiveTheResidentCpuBits) 
                                         std::to_string(3 * double(slot) / 1e9), share);
       ::unsetenv("SLUICE_CALIBRATION");
       ASSERT_NE(e->tier(), nullptr);
-      EXPECT_EQ(0, std::memcmp(pass_logits(e->model(), ids).data(), want_pass.data(), want_pass.size() * 4))
+      EXPECT_EQ(0, std::memcmp(testing::all_logits(e->model(), ids).data(), want_pass.data(), want_pass.size() * 4))
           << "a 12-row pass through the tier differs from resident";
       EXPECT_EQ(e->tier()->counters().on_host, 0u) << "a 12-row pass computed experts on the host";
       EXPECT_EQ(0, std::memcmp(one_row_logits(e->model(), ids).data(), want_rows.data(), want_rows.size() * 4))

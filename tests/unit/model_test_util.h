@@ -151,4 +151,12 @@ inline std::set<std::pair<int, int>> guesses_two_layers_ahead(const std::vector<
   return want;
 }
 
+// The logits of every row of `prompt` from one pass of a fresh state.
+inline std::vector<float> all_logits(model::Target& m, const std::vector<int32_t>& prompt) {
+  auto st = m.new_state();
+  std::vector<float> out(prompt.size() * size_t(m.info().vocab_size));
+  m.forward(*st, prompt, model::PassOptions{.all_logits = true}, out.data());
+  return out;
+}
+
 }  // namespace sluice::testing

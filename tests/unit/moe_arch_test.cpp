@@ -48,12 +48,7 @@ std::vector<int32_t> prompt_of(int n, int64_t vocab, int salt = 0) {
   return p;
 }
 
-std::vector<float> all_logits(model::Target& m, const std::vector<int32_t>& prompt) {
-  auto st = m.new_state();
-  std::vector<float> out(prompt.size() * size_t(m.info().vocab_size));
-  m.forward(*st, prompt, model::PassOptions{.all_logits = true}, out.data());
-  return out;
-}
+using testing::all_logits;
 
 class MoeArch : public ::testing::TestWithParam<std::string> {
  protected:
