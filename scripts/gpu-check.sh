@@ -264,7 +264,7 @@ def tier(path):  # (hits, requests, MB copied, slots, slot GB, on_host) of the [
     slots, gb, hits, req, mb, host = map(float, m.groups())
     return hits, req, mb, slots, gb, host
 def rates(path):  # the [hybrid] line's rates (GB/s): link, cores alone, link and cores together
-    m = re.search(r"link ([0-9.]+) GB/s, cores ([0-9.]+) GB/s alone, ([0-9.]+) \+ ([0-9.]+) at once", open(path).read())
+    m = re.search(r"link ([0-9.]+) GB/s, cores ([0-9.]+) GB/s alone; ([0-9.]+) \+ ([0-9.]+) at once", open(path).read())
     return tuple(map(float, m.groups())) if m else None
 run = json.load(open(sys.argv[3]))
 n = len(run["generated_ids"]) - 1

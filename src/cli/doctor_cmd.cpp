@@ -153,9 +153,7 @@ json run_doctor(const DoctorOptions& o) {
     const std::string path = store::hybrid_calibration_path();
     json rates = json::object();
     try {
-      for (const auto& [key, r] : store::read_hybrid_calibrations(path))
-        rates[key] = {
-            {"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+      for (const auto& [key, r] : store::read_hybrid_calibrations(path)) rates[key] = store::hybrid_rates_json(r);
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }
@@ -242,13 +240,10 @@ void print_text(const json& j) {
     line("hybrid", "not measured yet (the first streamed run on a GPU measures it into " +
                               cal["path"].get<std::string>() + ")");
   } else {
-    for (const auto& [key, r] : cal["rates"].items()) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, ": link %.1f GB/s, cores %.1f GB/s alone; %.1f + %.1f at once",
-                    r["link"].get<double>() / 1e9, r["cores"].get<double>() / 1e9, r["link_shared"].get<double>() / 1e9,
-                    r["cores_shared"].get<double>() / 1e9);
-      line("hybrid", key + buf);
-    }
+    for (const auto& [key, r] : cal["rates"].items())
+      line("hybrid", key + ": " +
+                         store::hybrid_rates_text({r["link"].get<double>(), r["cores"].get<double>(),
+                                                   r["link_shared"].get<double>(), r["cores_shared"].get<double>()}));
     line("", "(" + cal["path"].get<std::string>() + "; delete it to measure again)");
   }
   for (const json& d : j["dirs"]) {

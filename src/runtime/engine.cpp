@@ -12,13 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "core/regular_file.h"
+#include "core/thread_pool.h"
 #include "fetch/stream_source.h"
 #include "model/registry.h"
 #include "runtime/conversation.h"
 #include "runtime/grammar_constraint.h"
 #include "runtime/speculate/make_drafter.h"
-#include "core/thread_pool.h"
 #include "store/heat.h"
 #include "store/hybrid_plan.h"
 #include "store/manifest.h"
@@ -51,13 +52,6 @@ uint64_t tier_budget(const std::string& opt, const device::Device& d) {
   return gb * 1e9 < 1.8e19 ? uint64_t(gb * 1e9) : UINT64_MAX;
 }
 
-// --cpu-experts as a share.
-double parse_share(const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !(v >= 0 && v <= 1)) fail("--cpu-experts must be auto or a share in 0..1 (got '", text, "')");
-  return v;
-}
 
 // The link and core rates the split of experts is planned from: this machine's calibration for
 // experts of this shape on this device (store/hybrid_plan.h), measured now on one of the bank's
@@ -67,6 +61,11 @@ store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts
   const int layer = bank.moe_layers.front();
   const int32_t first = 0;
   ram.begin(layer, std::span<const int32_t>(&first, 1));
+  struct Release {  // the sample's lease, on every way out
+    store::StreamingExperts& ram;
+    int layer;
+    ~Release() { ram.release(layer); }
+  } release{ram, layer};
   device::ExpertView sample;
   SLUICE_CHECK(ram.next_ready(&sample) == 0, "hybrid calibration: expert 0 of layer ", layer, " did not arrive");
   const std::string path = store::hybrid_calibration_path();
@@ -75,7 +74,6 @@ store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts
   bool unreadable = false;
   try {
     if (store::read_hybrid_calibration(path, key, &r)) {
-      ram.release(layer);
       *note = cat("rates of ", path);
       return r;
     }
@@ -85,15 +83,8 @@ store::HybridRates calibrated_rates(device::Device& gpu, store::StreamingExperts
   }
   std::fprintf(stderr, "sluice: measuring the link to %s and the cores on this model's experts (once per machine)...\n",
                gpu.name().c_str());
-  try {
-    r = store::measure_hybrid_rates(gpu, sample, 8, 0.4);
-  } catch (...) {
-    ram.release(layer);
-    throw;
-  }
-  ram.release(layer);
-  std::fprintf(stderr, "sluice: link %.1f GB/s, cores %.1f GB/s alone; %.1f and %.1f GB/s at once",
-               r.link / 1e9, r.cores / 1e9, r.link_shared / 1e9, r.cores_shared / 1e9);
+  r = store::measure_hybrid_rates(gpu, sample, 8, 0.4);
+  std::fprintf(stderr, "sluice: %s", store::hybrid_rates_text(r).c_str());
   try {
     if (unreadable) std::filesystem::remove(path);
     store::write_hybrid_calibration(path, key, r);
@@ -145,7 +136,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
     const uint64_t budget = tier_budget(opt.gpu_experts_gb, *device);
     double share = 0;
     if (opt.cpu_experts != "auto") {
-      share = parse_share(opt.cpu_experts);
+      share = parse_decimal(opt.cpu_experts, "--cpu-experts (auto or a share in 0..1)", 0, 1);
       if (share > 0 && !budget)
         fail("--cpu-experts splits the experts between the GPU and the host's cores: it needs --device cuda:N with a "
              "device tier (--gpu-experts-gb auto or > 0)");
@@ -155,11 +146,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
       // link's rate (where it refuses, the copies go through pageable memory: the same bytes).
       e->arena_pinned_ = device->pin_host(e->store_->arena_data(), e->store_->arena_bytes());
       e->hybrid_resident_ = std::min(1.0, double(budget) / double(std::max<uint64_t>(1, bank->total_record_bytes())));
-      if (opt.cpu_experts == "auto") {
-        if (e->hybrid_resident_ < 1) {
-          e->hybrid_rates_ = calibrated_rates(*device, *e->store_, *bank, &e->hybrid_note_);
-          share = store::hybrid_share(e->hybrid_rates_, e->hybrid_resident_);
-        }
+      if (opt.cpu_experts == "auto" && e->hybrid_resident_ < 1) {
+        e->hybrid_rates_ = calibrated_rates(*device, *e->store_, *bank, &e->hybrid_note_);
+        share = store::hybrid_share(e->hybrid_rates_, e->hybrid_resident_);
       }
       e->hybrid_share_ = share;
       e->tier_ = std::make_unique<store::DeviceTier>(*device, *e->store_, budget, int(bank->num_layers),
@@ -343,10 +332,9 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
       if (hybrid_share_ > 0 || hybrid_rates_.cores > 0) {
         std::snprintf(line, sizeof line,
                       "[hybrid] cpu_share=%.2f of each layer's experts in decode passes (%s) tier holds %.3f of the "
-                      "bank; link %.1f GB/s, cores %.1f GB/s alone, %.1f + %.1f at once\n",
+                      "bank; %s\n",
                       hybrid_share_, opt_.cpu_experts == "auto" ? hybrid_note_.c_str() : "--cpu-experts",
-                      hybrid_resident_, hybrid_rates_.link / 1e9, hybrid_rates_.cores / 1e9,
-                      hybrid_rates_.link_shared / 1e9, hybrid_rates_.cores_shared / 1e9);
+                      hybrid_resident_, store::hybrid_rates_text(hybrid_rates_).c_str());
         o << line;
       }
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,8 +24,8 @@ using nlohmann::json;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-constexpr size_t kAlign = 4096;
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+constexpr size_t kAlign = 4096, kPieceAlign = 64;
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // `count` copies of one record, each packed (its pieces back to back, 64-byte aligned) at its own
 // 4 KiB-aligned place in one host allocation, with a view into each.
@@ -38,8 +39,8 @@ Records copy_records(const device::ExpertView& sample, size_t count) {
   Records r;
   device::ExpertView packed = sample;
   for (device::Weight* w : {&packed.gate, &packed.up, &packed.down})
-    device::for_each_piece(*w, [&](const void*&, size_t n) { r.bytes += (n + 63) / 64 * 64; });
-  r.stride = aligned(r.bytes);
+    device::for_each_piece(*w, [&](const void*&, size_t n) { r.bytes += round_up(n, kPieceAlign); });
+  r.stride = round_up(r.bytes, kAlign);
   r.mem.reset(static_cast<std::byte*>(std::aligned_alloc(kAlign, r.stride * count)));
   SLUICE_CHECK(r.mem, "hybrid calibration: no memory for ", count, " copies of a ", r.bytes, "-byte expert");
   for (size_t i = 0; i < count; ++i) {
@@ -49,7 +50,7 @@ Records copy_records(const device::ExpertView& sample, size_t count) {
       device::for_each_piece(*w, [&](const void*& member, size_t n) {
         std::memcpy(at, member, n);
         member = at;
-        at += (n + 63) / 64 * 64;
+        at += round_up(n, kPieceAlign);
       });
     v.ready = {};
     v.compute_on_host = true;
@@ -150,6 +151,17 @@ double hybrid_share(const HybridRates& r, double resident) {
   return std::round(s * 100) / 100;
 }
 
+std::string hybrid_rates_text(const HybridRates& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "link %.1f GB/s, cores %.1f GB/s alone; %.1f + %.1f at once", r.link / 1e9,
+                r.cores / 1e9, r.link_shared / 1e9, r.cores_shared / 1e9);
+  return buf;
+}
+
+json hybrid_rates_json(const HybridRates& r) {
+  return {{"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+}
+
 std::string hybrid_calibration_key(const std::string& device_name, const device::ExpertView& sample, int threads) {
   return cat(shape(sample.gate), " ", shape(sample.up), " ", shape(sample.down), ", ", threads, " threads on ",
              device_name);
@@ -210,8 +222,7 @@ void write_hybrid_calibration(const std::string& path, const std::string& key, c
   json j = read_file_json(path);
   j["format"] = "sluice-hybrid-rates";
   j["version"] = 1;
-  j["rates"][key] = {
-      {"link", r.link}, {"cores", r.cores}, {"link_shared", r.link_shared}, {"cores_shared", r.cores_shared}};
+  j["rates"][key] = hybrid_rates_json(r);
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   write_file_durably(path, j.dump(2) + "\n");

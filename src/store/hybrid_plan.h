@@ -12,6 +12,7 @@
 // finish together when s / C = ((1 - s) - f) / P, i.e. s = (1 - f)·C / (P + C). C and P are each
 // measured while the other runs: the copy engine reads the same host memory the cores read.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,12 @@ struct HybridRates {
   double link = 0, cores = 0;                // bytes of expert records a second, each alone
   double link_shared = 0, cores_shared = 0;  // each while the other runs
 };
+
+// "link 55.0 GB/s, cores 94.0 GB/s alone; 51.0 + 80.0 at once": how the engine, its statistics and
+// doctor print the rates.
+std::string hybrid_rates_text(const HybridRates& r);
+// {"link", "cores", "link_shared", "cores_shared"} in bytes/s: the calibration file's entry.
+nlohmann::json hybrid_rates_json(const HybridRates& r);
 
 // Measures, for experts shaped as `sample` (a host view of one record): copies of the record into
 // `gpu`'s memory through pinned host memory, and the CPU device computing one row through

@@ -1,11 +1,11 @@
 // The CPU backend's registry entry: "cpu" (the active ISA: the best this CPU has, or --isa /
 // SLUICE_ISA's) and "cpu:<isa>" for each kernel set this CPU can run; and the process-wide CPU
 // device.
-#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "device/backends.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/kernels.h"
@@ -23,10 +23,8 @@ std::unique_ptr<Device> open_emulated(std::string_view spec) {
     const size_t end = rest.find(':');
     const std::string text = rest.substr(0, end);
     rest = end == std::string::npos ? "" : rest.substr(end);
-    char* stop = nullptr;
-    const double v = std::strtod(text.c_str(), &stop);
-    if (text.empty() || *stop || !(v > 0) || !(v < 1e6))
-      fail("device '", std::string(spec), "': ", what, " '", text, "' is not a positive number");
+    const double v = parse_decimal(text, cat("device '", std::string(spec), "': ", what), 0, 1e6);
+    if (!(v > 0)) fail("device '", std::string(spec), "': ", what, " must be positive");
     return v * 1e9;
   };
   if (!rest.empty() && rest[0] == ':') emu.memory_bytes = uint64_t(number("the memory in GB"));

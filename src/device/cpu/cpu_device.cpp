@@ -2,11 +2,11 @@
 // element-wise and mixing ops.
 #include "device/cpu/cpu_device.h"
 
-#include <thread>
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "core/dtype.h"
 #include "core/error.h"

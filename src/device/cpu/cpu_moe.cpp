@@ -99,6 +99,20 @@ void CpuDevice::route(const RouterOp& op, const Buf& logits_b, Buf ids_b, Buf we
   });
 }
 
+namespace {
+
+// The expert's intermediate size, after checking its views' shapes against the input width R.
+int64_t checked_intermediate(const ExpertView& ew, int64_t R) {
+  const int64_t I = ew.intermediate();
+  SLUICE_CHECK(ew.gate.cols == R && ew.down.rows == R && ew.down.cols == I &&
+                   (ew.gate_up_interleaved ? ew.gate.rows == 2 * I && ew.up.empty()
+                                           : ew.up.rows == I && ew.up.cols == R),
+               "experts: view shapes");
+  return I;
+}
+
+}  // namespace
+
 void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
                         std::span<const std::span<const int64_t>> members, const Buf& z, Buf yexp) {
   SLUICE_CHECK(views.size() == members.size(), "experts: ", views.size(), " views for ", members.size(), " member lists");
@@ -110,11 +124,7 @@ void CpuDevice::experts(const ExpertsOp& op, std::span<const ExpertView> views,
   for (size_t e = 0; e < views.size(); ++e) {
     const ExpertView& ew = views[e];
     const std::span<const int64_t> rows = members[e];
-    const int64_t n = int64_t(rows.size()), I = ew.intermediate();
-    SLUICE_CHECK(ew.gate.cols == R && ew.down.rows == R && ew.down.cols == I &&
-                     (ew.gate_up_interleaved ? ew.gate.rows == 2 * I && ew.up.empty()
-                                             : ew.up.rows == I && ew.up.cols == R),
-                 "experts: view shapes");
+    const int64_t n = int64_t(rows.size()), I = checked_intermediate(ew, R);
     if (n == 0) continue;
     ScratchScope scope(*this);
     float* G = temp<float>(n * R);
@@ -156,12 +166,7 @@ void CpuDevice::experts_batched(const ExpertsOp& op, std::span<const ExpertView>
   first[0] = 0;
   int64_t units = 0;  // Σ n·I
   for (int64_t e = 0; e < E; ++e) {
-    const ExpertView& ew = views[size_t(e)];
-    width[e] = ew.intermediate();
-    SLUICE_CHECK(ew.gate.cols == R && ew.down.rows == R && ew.down.cols == width[e] &&
-                     (ew.gate_up_interleaved ? ew.gate.rows == 2 * width[e] && ew.up.empty()
-                                             : ew.up.rows == width[e] && ew.up.cols == R),
-                 "experts: view shapes");
+    width[e] = checked_intermediate(views[size_t(e)], R);
     first[e + 1] = first[e] + int64_t(members[size_t(e)].size());
     units += int64_t(members[size_t(e)].size()) * width[e];
   }
