@@ -7,10 +7,16 @@
 // full rate HBM moves bytes. Times are host wall times of back-to-back calls through the device
 // interface ending in finish(), so launch overhead is included, as a decode step pays it.
 //
-// Cases (issue 15's goals): BF16 GEMV 49152x7168 at N = 1 and 8 (>= 0.9 / 0.85), one K3 layer's
-// 16 routed MXFP4 experts (3 matrices of 3072x3584 each) at N = 1 (>= 0.7), each on `cuda` and,
-// once, on `cuda-ref`; the same GEMV on the CPU device of the machine for the ratio users see.
-// Usage: gpu_bench [--quick] (other arguments, such as bench.sh's, are ignored).
+// Cases (issue 37's goals): BF16 GEMV 49152x7168 at N = 1, 2, 8, 16 (N = 1 >= 0.9, N = 8 >= 0.8),
+// MXFP4 24576x7168, FP8 16384x7168 (128x128 block scales) and INT4 16384x7168 at N = 1 and 8
+// (N = 8 >= 0.8 for MXFP4 and FP8), one K3 layer's 16 routed MXFP4 experts (3 matrices of
+// 3072x3584 each) at N = 1 (>= 0.7) and 8, and a prefill-sized BF16 product (7168x7168, N = 4096)
+// in TFLOP/s. Every case runs on `cuda` (the tensor-core products) and on `cuda-ffma` (the
+// CUDA-core products of the first pass), some once on `cuda-ref`; the BF16
+// GEMV also on the CPU device of the machine, for the ratio users see. The weights are larger
+// than the L2 (50 MB), so each call reads them from HBM.
+// Usage: gpu_bench [--quick] [--only TEXT] (--only: just the cases whose name and device contain
+// TEXT, e.g. for a profiler; other arguments, such as bench.sh's, are ignored).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -79,11 +85,27 @@ HostWeight random_weight(WeightType t, int64_t rows, int64_t cols, std::mt19937_
     std::normal_distribution<float> n(0.0f, 1.0f / std::sqrt(float(cols)));
     uint16_t* p = reinterpret_cast<uint16_t*>(h.bytes.data());
     for (int64_t i = 0; i < rows * cols; ++i) p[i] = sluice::f32_to_bf16(n(rng));
-  } else {  // MXFP4
+  } else if (t == WeightType::MXFP4) {
     h.bytes.resize(size_t(rows * cols) / 2);
     h.scales.resize(size_t(rows * cols) / 32);
     for (auto& b : h.bytes) b = uint8_t(rng());
     for (auto& s : h.scales) s = uint8_t(120 + rng() % 5);
+    h.w.scales = h.scales.data();
+  } else if (t == WeightType::FP8_E4M3) {
+    h.bytes.resize(size_t(rows * cols));
+    for (auto& b : h.bytes) b = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);  // no NaN code
+    const size_t blocks = size_t((rows + 127) / 128) * size_t((cols + 127) / 128);
+    h.scales.resize(blocks * 4);
+    float* sc = reinterpret_cast<float*>(h.scales.data());
+    for (size_t i = 0; i < blocks; ++i) sc[i] = 1e-3f * float(1 + rng() % 7);
+    h.w.scales = h.scales.data();
+    h.w.fp8_finite = true;
+  } else {  // INT4_G32
+    h.bytes.resize(size_t(rows * cols) / 2);
+    for (auto& b : h.bytes) b = uint8_t(rng());
+    h.scales.resize(size_t(rows * cols) / 32 * 2);
+    uint16_t* sc = reinterpret_cast<uint16_t*>(h.scales.data());
+    for (size_t i = 0; i < h.scales.size() / 2; ++i) sc[i] = sluice::f32_to_bf16(1e-2f * float(1 + rng() % 9));
     h.w.scales = h.scales.data();
   }
   h.w.data = h.bytes.data();
@@ -96,6 +118,15 @@ struct Row {
   double seconds, bytes, ratio, goal;
 };
 std::vector<Row> rows;
+std::string only;  // --only: the cases to run
+bool wanted(const std::string& what, const Device& d) {
+  return only.empty() || (what + " " + d.name()).find(only) != std::string::npos;
+}
+struct FlopRow {
+  std::string what, device;
+  double seconds, tflops;
+};
+std::vector<FlopRow> flop_rows;
 
 void report(const std::string& what, const std::string& dev, double s, double bytes, double floor, double goal) {
   const double r = bytes / s / floor;
@@ -120,19 +151,47 @@ double time_calls(Device& d, int reps, int trials, F fn) {
   return best;
 }
 
+std::string label(const HostWeight& h, int64_t n) {
+  return std::string("linear ") + weight_type_name(h.w.type) + " " + std::to_string(h.w.rows) + "x" +
+         std::to_string(h.w.cols) + " N=" + std::to_string(n);
+}
+
+// Inputs of varied magnitude (never zeros: they can run faster than real data).
+std::vector<float> inputs(int64_t n, int64_t cols) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> xs(size_t(n * cols));
+  for (float& v : xs) v = d(rng);
+  return xs;
+}
+
 void gemv_case(Device& d, const HostWeight& h, int64_t n, double floor, double goal, int reps) {
+  if (!wanted(label(h, n), d)) return;
   const Weight w = d.keep(h.w);
   DeviceBuffer x(d, BufType::F32, n, h.w.cols), y(d, BufType::F32, n, h.w.rows);
-  std::vector<float> xs(size_t(n * h.w.cols), 0.5f);
-  d.upload(x.buf(), xs.data());
+  d.upload(x.buf(), inputs(n, h.w.cols).data());
   const LinearOut out[] = {{&w, y.buf()}};
   const double s = time_calls(d, reps, 3, [&] { d.linear(x.buf(), out); });
-  report("linear BF16 " + std::to_string(h.w.rows) + "x" + std::to_string(h.w.cols) + " N=" + std::to_string(n),
-         d.name(), s, double(bytes_of(h)), floor, goal);
+  report(label(h, n), d.name(), s, double(bytes_of(h)), floor, goal);
+}
+
+// A prefill-sized product: TFLOP/s (2·rows·cols·n per call), printed beside the bandwidth rows.
+void flops_case(Device& d, const HostWeight& h, int64_t n, int reps) {
+  if (!wanted(label(h, n), d)) return;
+  const Weight w = d.keep(h.w);
+  DeviceBuffer x(d, BufType::F32, n, h.w.cols), y(d, BufType::F32, n, h.w.rows);
+  d.upload(x.buf(), inputs(n, h.w.cols).data());
+  const LinearOut out[] = {{&w, y.buf()}};
+  const double s = time_calls(d, reps, 2, [&] { d.linear(x.buf(), out); });
+  const double tflops = 2.0 * double(h.w.rows) * double(h.w.cols) * double(n) / s / 1e12;
+  std::printf("%-44s %-28s %9.1f us  %8.1f TFLOP/s\n", label(h, n).c_str(), d.name().c_str(), s * 1e6, tflops);
+  flop_rows.push_back({label(h, n), d.name(), s, tflops});
 }
 
 void experts_case(Device& d, std::vector<HostWeight>& ws, int64_t n, double floor, double goal, int reps) {
   const int E = int(ws.size() / 3);
+  const std::string what = std::to_string(E) + " MXFP4 experts 3x[3072x3584] N=" + std::to_string(n);
+  if (!wanted(what, d)) return;
   std::vector<ExpertView> views(static_cast<size_t>(E));
   double bytes = 0;
   for (int e = 0; e < E; ++e) {
@@ -146,20 +205,22 @@ void experts_case(Device& d, std::vector<HostWeight>& ws, int64_t n, double floo
     for (int64_t t = 0; t < n; ++t) members[size_t(e)].push_back(t * E + e);
   std::vector<std::span<const int64_t>> spans(members.begin(), members.end());
   DeviceBuffer z(d, BufType::F32, n, R), yexp(d, BufType::F32, n * E, R);
-  std::vector<float> zs(size_t(n * R), 0.25f);
-  d.upload(z.buf(), zs.data());
+  d.upload(z.buf(), inputs(n, R).data());
   ExpertsOp op;
   op.act.kind = ActKind::SiTU;
   op.top_k = E;
   const double s = time_calls(d, reps, 3, [&] { d.experts(op, views, spans, z.buf(), yexp.buf()); });
-  report(std::to_string(E) + " MXFP4 experts 3x[3072x3584] N=" + std::to_string(n), d.name(), s, bytes, floor, goal);
+  report(what, d.name(), s, bytes, floor, goal);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  for (int i = 1; i < argc; ++i) quick |= std::strcmp(argv[i], "--quick") == 0;
+  for (int i = 1; i < argc; ++i) {
+    quick |= std::strcmp(argv[i], "--quick") == 0;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
   if (cuda_device_count() == 0) {
     std::printf("gpu_bench: no CUDA device on this machine; nothing to measure\n");
     return 0;
@@ -172,23 +233,39 @@ int main(int argc, char** argv) {
 
   std::mt19937_64 rng(7);
   auto cuda = open_device("cuda:0");
+  auto ffma = open_device("cuda-ffma:0");
   auto ref = open_device("cuda-ref:0");
   auto cpu = open_device("cpu");
-  const HostWeight big = random_weight(WeightType::BF16, 49152, 7168, rng);
-  gemv_case(*cuda, big, 1, floor, 0.9, quick ? 5 : 50);
-  gemv_case(*cuda, big, 8, floor, 0.85, quick ? 5 : 50);
-  gemv_case(*ref, big, 1, floor, 0, 2);
+  const int reps = quick ? 5 : 50;
+  {
+    const HostWeight big = random_weight(WeightType::BF16, 49152, 7168, rng);
+    for (Device* d : {cuda.get(), ffma.get()})
+      for (int64_t n : {1, 2, 8, 16}) gemv_case(*d, big, n, floor, n == 1 ? 0.9 : n == 8 ? 0.8 : 0, reps);
+    gemv_case(*ref, big, 1, floor, 0, 2);
+    // The CPU of the same machine on the same GEMV, against the same floor (for the speedup).
+    gemv_case(*cpu, big, 1, floor, 0, quick ? 1 : 3);
+  }
+  for (auto [t, r] : {std::pair{WeightType::MXFP4, 24576}, std::pair{WeightType::FP8_E4M3, 16384},
+                      std::pair{WeightType::INT4_G32, 16384}}) {
+    const HostWeight h = random_weight(t, r, 7168, rng);
+    for (Device* d : {cuda.get(), ffma.get()})
+      for (int64_t n : {1, 8}) gemv_case(*d, h, n, floor, n == 8 && t != WeightType::INT4_G32 ? 0.8 : 0, reps);
+  }
   std::vector<HostWeight> experts;
   for (int e = 0; e < 16; ++e) {
     experts.push_back(random_weight(WeightType::MXFP4, 3072, 3584, rng));  // gate
     experts.push_back(random_weight(WeightType::MXFP4, 3072, 3584, rng));  // up
     experts.push_back(random_weight(WeightType::MXFP4, 3584, 3072, rng));  // down
   }
-  experts_case(*cuda, experts, 1, floor, 0.7, quick ? 5 : 50);
-  experts_case(*cuda, experts, 8, floor, 0, quick ? 5 : 20);
+  for (Device* d : {cuda.get(), ffma.get()}) {
+    experts_case(*d, experts, 1, floor, 0.7, reps);
+    experts_case(*d, experts, 8, floor, 0, quick ? 5 : 20);
+  }
   experts_case(*ref, experts, 1, floor, 0, 2);
-  // The CPU of the same machine on the same GEMV, against the same floor (for the speedup).
-  gemv_case(*cpu, big, 1, floor, 0, quick ? 1 : 3);
+  {
+    const HostWeight sq = random_weight(WeightType::BF16, 7168, 7168, rng);
+    for (Device* d : {cuda.get(), ffma.get()}) flops_case(*d, sq, 4096, quick ? 2 : 5);
+  }
 
   std::printf("\n| case | device | time | GB/s | of copy floor | goal |\n|---|---|---:|---:|---:|---:|\n");
   for (const Row& r : rows)
@@ -196,5 +273,8 @@ int main(int argc, char** argv) {
                 r.bytes / r.seconds / 1e9, r.ratio,
                 r.goal > 0 ? (std::string(r.ratio >= r.goal ? "met " : "MISSED ") + std::to_string(r.goal).substr(0, 4)).c_str()
                            : "-");
+  std::printf("\n| prefill-sized product | device | time | TFLOP/s |\n|---|---|---:|---:|\n");
+  for (const FlopRow& r : flop_rows)
+    std::printf("| %s | %s | %.0f us | %.1f |\n", r.what.c_str(), r.device.c_str(), r.seconds * 1e6, r.tflops);
   return 0;
 }

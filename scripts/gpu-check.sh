@@ -12,8 +12,10 @@
 #                                       compute-sanitizer memcheck and racecheck on a tiny model
 #                                       (skipped with SLUICE_GPU_SKIP_SANITIZE=1)
 #   scripts/gpu-check.sh bench          on the GPU machine: gpu_bench (products vs the D2D copy
-#                                       floor) and a K3-width two-layer model decoding on cuda and
-#                                       on the CPU of the same machine
+#                                       floor, tensor-core and CUDA-core products), torch's BF16
+#                                       matrix peak, and a K3-width two-layer model decoding and
+#                                       prefilling 4096 tokens on cuda and cuda-ffma, and
+#                                       decoding on the CPU of the same machine
 #   scripts/gpu-check.sh cpu            on the GPU machine, its CPU: kernels_bench (every weight format
 #                                       on one core and on every core, ratios to the read floor of
 #                                       the same threads), then make-tiny's write rate and the resident
@@ -184,12 +186,29 @@ case "$mode" in
     step "gpu_bench (products vs the copy floor)" run_carried gpu_bench
     work=${WORK:-/tmp/k3-width}
     k3_width_model
+    python3 - <<'PY' 2>&1 | sed 's/^/gpu-check: /'
+import torch
+a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+for _ in range(3): a @ b
+e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+e0.record()
+for _ in range(20): a @ b
+e1.record(); torch.cuda.synchronize()
+print(f"BF16 matrix peak: {2 * 8192**3 * 20 / (e0.elapsed_time(e1) / 1e3) / 1e12:.0f} TFLOP/s (torch, 8192^3, random data)")
+PY
     prompt=$(seq -s, 11 266)
-    for dev in cuda:0 cpu; do
+    long=$(seq 0 4095 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), 11 + $1 % 1000 }')
+    # cuda:0 runs the products on the tensor cores, cuda-ffma:0 on the CUDA cores.
+    for dev in cuda:0 cuda-ffma:0 cpu; do
       n=$([ "$dev" = cpu ] && echo 6 || echo 64)
       step "K3-width decode on $dev" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
         --model '$work' --prompt-ids '$prompt' --max-new $n --experts resident --device $dev --json >'$work/run-$dev.json'"
       python3 "$root/bench/k3_width.py" report "$work/run-$dev.json" "gpu-check: K3-width $dev" || true
+      [ "$dev" = cpu ] && continue
+      step "K3-width prefill of 4096 tokens on $dev" bash -c "$(declare -f run_carried); carry='$carry'; run_carried \
+        sluice run --model '$work' --prompt-ids '$long' --max-new 2 --experts resident --device $dev --json >'$work/run-long-$dev.json'"
+      python3 "$root/bench/k3_width.py" report "$work/run-long-$dev.json" "gpu-check: K3-width $dev, 4096-token prompt" || true
     done
     print_summary
     ;;

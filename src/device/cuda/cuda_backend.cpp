@@ -1,5 +1,6 @@
-// The CUDA backend's registry entry: "cuda[:N]" (the fast ISA) and "cuda-ref[:N]" (bit-identical
-// to cpu:scalar) for each GPU the CUDA runtime sees. Compiled in every build (cuda_device.h needs no
+// The CUDA backend's registry entry: "cuda[:N]" (the fast ISA, products on the tensor cores),
+// "cuda-ffma[:N]" (products on the CUDA cores) and "cuda-ref[:N]" (bit-identical to cpu:scalar) for
+// each GPU the CUDA runtime sees. Compiled in every build (cuda_device.h needs no
 // CUDA header); a build without the backend (SLUICE_CUDA=OFF or no nvcc) still answers to the
 // names, with an error that says why.
 #include <string>
@@ -15,8 +16,8 @@ namespace {
 
 std::unique_ptr<Device> open_cuda(std::string_view spec) {
   const std::string s(spec);
-  const bool reference = s.rfind("cuda-ref", 0) == 0;
-  const std::string kind = reference ? "cuda-ref" : "cuda";
+  const bool reference = s.rfind("cuda-ref", 0) == 0, ffma = s.rfind("cuda-ffma", 0) == 0;
+  const std::string kind = reference ? "cuda-ref" : ffma ? "cuda-ffma" : "cuda";
   int index = 0;
   if (s.size() > kind.size()) {
     const std::string n = s.substr(kind.size() + 1);
@@ -26,7 +27,7 @@ std::unique_ptr<Device> open_cuda(std::string_view spec) {
   }
 #if defined(SLUICE_HAVE_CUDA)
   if (cuda_device_count() == 0) fail("device '", s, "': no CUDA device (no GPU or no NVIDIA driver on this machine)");
-  return open_cuda_device(index, reference);
+  return open_cuda_device(index, reference ? CudaIsa::Ref : ffma ? CudaIsa::Ffma : CudaIsa::TensorCores);
 #else
   (void)index;
   fail("device '", s, "': this build of sluice has no CUDA backend (configure with -DSLUICE_CUDA=ON)");
@@ -38,6 +39,7 @@ std::vector<std::string> cuda_devices() {
 #if defined(SLUICE_HAVE_CUDA)
   for (int i = 0, n = cuda_device_count(); i < n; ++i) {
     out.push_back("cuda-ref:" + std::to_string(i));
+    out.push_back("cuda-ffma:" + std::to_string(i));
     out.push_back("cuda:" + std::to_string(i));
   }
 #endif
@@ -49,8 +51,10 @@ DeviceBackend describe_cuda() {
   gpu.name = "cuda";
   gpu.accelerator = true;
 #if defined(SLUICE_HAVE_CUDA)
-  gpu.spellings = "cuda[:N], cuda-ref[:N] (the scalar CPU order, bit-identical, slow)";
-  gpu.variants = {"cuda", "cuda-ref"};
+  gpu.spellings =
+      "cuda[:N] (products on the tensor cores), cuda-ffma[:N] (on the CUDA cores: faster one-row decode of BF16 "
+      "weights, slower prefill and verify passes), cuda-ref[:N] (the scalar CPU order, bit-identical, slow)";
+  gpu.variants = {"cuda", "cuda-ffma", "cuda-ref"};
   gpu.chosen = "cuda";
   gpu.found = cuda_device_descriptions();
   if (gpu.found.empty()) gpu.found.push_back("none (no NVIDIA GPU or driver visible to this process)");
@@ -63,6 +67,6 @@ DeviceBackend describe_cuda() {
 
 }  // namespace
 
-const Backend kCudaBackend{{"cuda-ref", "cuda"}, open_cuda, cuda_devices, describe_cuda};
+const Backend kCudaBackend{{"cuda-ref", "cuda-ffma", "cuda"}, open_cuda, cuda_devices, describe_cuda};
 
 }  // namespace sluice::device

@@ -34,7 +34,7 @@ constexpr size_t kMinChunk = size_t(16) << 20;
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int index, bool reference) : index_(index), reference_(reference) {
+  CudaDevice(int index, CudaIsa isa) : index_(index), reference_(isa == CudaIsa::Ref), ffma_(isa == CudaIsa::Ffma) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n) {
       cudaGetLastError();
@@ -43,7 +43,8 @@ class CudaDevice final : public Device {
     SLUICE_CUDA_CHECK(cudaSetDevice(index));
     cudaDeviceProp prop{};
     SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-    name_ = cat(reference ? "cuda-ref:" : "cuda:", index, "/sm_", prop.major, prop.minor, " ", prop.name);
+    name_ = cat(reference_ ? "cuda-ref:" : ffma_ ? "cuda-ffma:" : "cuda:", index, "/sm_", prop.major, prop.minor, " ",
+                prop.name);
     SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     SLUICE_CUDA_CHECK(cudaHostAlloc(&ring_, kRingBytes, cudaHostAllocDefault));
@@ -212,13 +213,19 @@ class CudaDevice final : public Device {
 
   void linear(const Buf& x, std::span<const LinearOut> outs) override {
     Prof prof(*this, "linear");
+    ScratchScope scope(*this);
+    const void* pieces = nullptr;  // x split for the tensor cores, once for every weight that takes them
     for (const LinearOut& o : outs) {
       const Weight& w = *o.w;
       SLUICE_CHECK(x.cols == w.cols && o.y.rows == x.rows && o.y.cols == w.rows, "linear: x [", x.rows, ", ", x.cols,
                    "], weight [", w.rows, ", ", w.cols, "], y [", o.y.rows, ", ", o.y.cols, "]");
       const Weight dw = on_device(w);
-      if (reference_) cuda::linear_ref(stream_, dw, mat(x), mat(o.y));
-      else cuda::linear_fast(stream_, dw, mat(x), mat(o.y));
+      if (on_tensor_cores(dw, mat(x))) {
+        if (!pieces) pieces = split(mat(x));
+        cuda::linear_mma(stream_, dw, pieces, x.rows, mat(o.y));
+      } else {
+        product(dw, mat(x), mat(o.y));
+      }
     }
   }
   void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override {
@@ -527,8 +534,15 @@ class CudaDevice final : public Device {
     float* g = static_cast<float*>(take(size_t(total * R) * 4));
     float* h = static_cast<float*>(take(size_t(total * I) * 4));
     cuda::gather_rows(stream_, mat(z), m, total, op.top_k, g);
-    cuda::experts_fast(stream_, op.act, first->gate.type, table, int(group_table_.size()), max_rows, I, g, h, m,
-                       mat(yexp));
+    if (on_tensor_cores(first->gate, Mat{g, total, R, R})) {
+      const void* gp = split(Mat{g, total, R, R});
+      void* hp = take(cuda::pieces_bytes(total, I));
+      cuda::experts_mma(stream_, op.act, first->gate.type, table, int(group_table_.size()), max_rows, R, I, gp, h, hp,
+                        total, m, mat(yexp));
+    } else {
+      cuda::experts_fast(stream_, op.act, first->gate.type, table, int(group_table_.size()), max_rows, I, g, h, m,
+                         mat(yexp));
+    }
     return true;
   }
 
@@ -668,13 +682,26 @@ class CudaDevice final : public Device {
   }
   void product(const Weight& w, Mat x, Mat y) {
     if (reference_) cuda::linear_ref(stream_, w, x, y);
+    else if (on_tensor_cores(w, x)) cuda::linear_mma(stream_, w, split(x), x.rows, y);
     else cuda::linear_fast(stream_, w, x, y);
+  }
+  // Whether the fast ISA computes W·x on the tensor cores (every format but F32, in shapes and
+  // buffers the fast products take; the same answer for every pass of a model).
+  bool on_tensor_cores(const Weight& w, Mat x) const {
+    return !reference_ && !ffma_ && w.type != WeightType::F32 && cuda::fast_product_ok(w, x.p, x.ld);
+  }
+  // x split into the tensor cores' three bf16 pieces, in scratch.
+  const void* split(Mat x) {
+    void* p = take(cuda::pieces_bytes(x.rows, x.cols));
+    cuda::split_pieces(stream_, x, p);
+    return p;
   }
   // A Buf's elements for a kernel (Bufs are views: constness is the op's contract, not the Buf's).
   static float* ptr(const Buf& b) { return static_cast<float*>(b.p); }
 
   int index_;
   bool reference_;
+  bool ffma_;  // cuda-ffma: every product on the CUDA-core kernels
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // the expert tier's copies
@@ -730,8 +757,6 @@ std::vector<std::string> cuda_device_descriptions() {
   return out;
 }
 
-std::unique_ptr<Device> open_cuda_device(int index, bool reference) {
-  return std::make_unique<CudaDevice>(index, reference);
-}
+std::unique_ptr<Device> open_cuda_device(int index, CudaIsa isa) { return std::make_unique<CudaDevice>(index, isa); }
 
 }  // namespace sluice::device

@@ -33,6 +33,14 @@ void linear_fast(cudaStream_t s, const Weight& w, Mat x, Mat y);
 // falls back to the reference kernel.
 bool fast_product_ok(const Weight& w, const void* x, int64_t ldx);
 
+// The tensor-core products (mma_fast.cu; the fast ISA for every weight format but F32, whatever
+// the number of input rows). The inputs go in split exactly into three bf16 pieces, once per pass:
+// pieces holds pieces_bytes(x.rows, x.cols) of device memory. y[i, r] = W[r, :]·x[i, :] (+ bias[r])
+// for the n rows of the pieces.
+size_t pieces_bytes(int64_t rows, int64_t cols);
+void split_pieces(cudaStream_t s, Mat x, void* pieces);
+void linear_mma(cudaStream_t s, const Weight& w, const void* pieces, int64_t n, Mat y);
+
 // One routed expert of a grouped launch: its weights (on the device) and its member rows
 // [off, off + n) of the gathered input and of the member list.
 struct ExpertGroupEntry {
@@ -44,6 +52,12 @@ struct ExpertGroupEntry {
 // h = act(gate·g + bg, up·g + bu) over its gathered rows g, then yexp[members[m]] = down·h[m] + bd.
 void experts_fast(cudaStream_t s, const Activation& act, WeightType type, const ExpertGroupEntry* table, int experts,
                   int64_t max_rows, int64_t I, const float* g, float* h, const int64_t* members, Mat yexp);
+
+// The same on tensor cores (not F32): g_pieces are the gathered rows' pieces (total_rows of them),
+// h_pieces room for h's (pieces_bytes(total_rows, I)).
+void experts_mma(cudaStream_t s, const Activation& act, WeightType type, const ExpertGroupEntry* table, int experts,
+                 int64_t max_rows, int64_t R, int64_t I, const void* g_pieces, float* h, void* h_pieces,
+                 int64_t total_rows, const int64_t* members, Mat yexp);
 
 void fill(cudaStream_t s, Mat y, float v);
 void embed(cudaStream_t s, const Weight& table, const int32_t* ids, Mat out);
