@@ -165,24 +165,24 @@ std::vector<float> inputs(int64_t n, int64_t cols) {
   return xs;
 }
 
-void gemv_case(Device& d, const HostWeight& h, int64_t n, double floor, double goal, int reps) {
-  if (!wanted(label(h, n), d)) return;
+// Seconds per d.linear of h's weight over n input rows (best of `trials` means of `reps` calls).
+double time_linear(Device& d, const HostWeight& h, int64_t n, int reps, int trials) {
   const Weight w = d.keep(h.w);
   DeviceBuffer x(d, BufType::F32, n, h.w.cols), y(d, BufType::F32, n, h.w.rows);
   d.upload(x.buf(), inputs(n, h.w.cols).data());
   const LinearOut out[] = {{&w, y.buf()}};
-  const double s = time_calls(d, reps, 3, [&] { d.linear(x.buf(), out); });
-  report(label(h, n), d.name(), s, double(bytes_of(h)), floor, goal);
+  return time_calls(d, reps, trials, [&] { d.linear(x.buf(), out); });
+}
+
+void gemv_case(Device& d, const HostWeight& h, int64_t n, double floor, double goal, int reps) {
+  if (!wanted(label(h, n), d)) return;
+  report(label(h, n), d.name(), time_linear(d, h, n, reps, 3), double(bytes_of(h)), floor, goal);
 }
 
 // A prefill-sized product: TFLOP/s (2·rows·cols·n per call), printed beside the bandwidth rows.
 void flops_case(Device& d, const HostWeight& h, int64_t n, int reps) {
   if (!wanted(label(h, n), d)) return;
-  const Weight w = d.keep(h.w);
-  DeviceBuffer x(d, BufType::F32, n, h.w.cols), y(d, BufType::F32, n, h.w.rows);
-  d.upload(x.buf(), inputs(n, h.w.cols).data());
-  const LinearOut out[] = {{&w, y.buf()}};
-  const double s = time_calls(d, reps, 2, [&] { d.linear(x.buf(), out); });
+  const double s = time_linear(d, h, n, reps, 2);
   const double tflops = 2.0 * double(h.w.rows) * double(h.w.cols) * double(n) / s / 1e12;
   std::printf("%-44s %-28s %9.1f us  %8.1f TFLOP/s\n", label(h, n).c_str(), d.name().c_str(), s * 1e6, tflops);
   flop_rows.push_back({label(h, n), d.name(), s, tflops});

@@ -219,13 +219,7 @@ class CudaDevice final : public Device {
       const Weight& w = *o.w;
       SLUICE_CHECK(x.cols == w.cols && o.y.rows == x.rows && o.y.cols == w.rows, "linear: x [", x.rows, ", ", x.cols,
                    "], weight [", w.rows, ", ", w.cols, "], y [", o.y.rows, ", ", o.y.cols, "]");
-      const Weight dw = on_device(w);
-      if (on_tensor_cores(dw, mat(x))) {
-        if (!pieces) pieces = split(mat(x));
-        cuda::linear_mma(stream_, dw, pieces, x.rows, mat(o.y));
-      } else {
-        product(dw, mat(x), mat(o.y));
-      }
+      product(on_device(w), mat(x), mat(o.y), &pieces);
     }
   }
   void embed(const Weight& table, std::span<const int32_t> ids, Buf out) override {
@@ -408,8 +402,9 @@ class CudaDevice final : public Device {
         cuda::gated_act_pairs(stream_, op.act, gu, h1);
       } else {
         const Mat h3{static_cast<float*>(take(size_t(n * I) * 4)), n, I, I};
-        product(gate, G, h1);
-        product(on_device(v.up), G, h3);
+        const void* pieces = nullptr;  // G split once for both
+        product(gate, G, h1, &pieces);
+        product(on_device(v.up), G, h3, &pieces);
         cuda::gated_act(stream_, op.act, h1, h3);
       }
       product(down, h1, y);
@@ -680,10 +675,18 @@ class CudaDevice final : public Device {
     std::snprintf(b, sizeof b, "%.0f", v);
     return b;
   }
-  void product(const Weight& w, Mat x, Mat y) {
-    if (reference_) cuda::linear_ref(stream_, w, x, y);
-    else if (on_tensor_cores(w, x)) cuda::linear_mma(stream_, w, split(x), x.rows, y);
-    else cuda::linear_fast(stream_, w, x, y);
+  // y = W·x on this device's ISA. `pieces` (optional) keeps x's split for the tensor cores across
+  // the products of one x: null on the first, then the split in scratch.
+  void product(const Weight& w, Mat x, Mat y, const void** pieces = nullptr) {
+    if (reference_) {
+      cuda::linear_ref(stream_, w, x, y);
+    } else if (on_tensor_cores(w, x)) {
+      const void* p = pieces && *pieces ? *pieces : split(x);
+      if (pieces) *pieces = p;
+      cuda::linear_mma(stream_, w, p, x.rows, y);
+    } else {
+      cuda::linear_fast(stream_, w, x, y);
+    }
   }
   // Whether the fast ISA computes W·x on the tensor cores (every format but F32, in shapes and
   // buffers the fast products take; the same answer for every pass of a model).

@@ -17,6 +17,7 @@
 
 #include "device/cuda/act.cuh"
 #include "device/cuda/cuda_ops.h"
+#include "device/cuda/products.cuh"
 
 namespace sluice::device::cuda {
 namespace {
@@ -33,11 +34,6 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-__device__ __forceinline__ float load_bias(const Weight& w, int64_t r) {
-  return w.bias_type == DType::BF16 ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(w.bias)[r]) << 16)
-                                    : static_cast<const float*>(w.bias)[r];
 }
 
 // Decode tables, one per block in shared memory. MXFP4: the 16 E2M1 values once per lane, entry j
@@ -94,30 +90,15 @@ __device__ __forceinline__ void eight(const float (&wv)[kRowsPerWarp][8], const 
   }
 }
 
-// a·b + c on two BF16 lanes, rounded once to nearest even (subnormals kept).
-__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-// The 8 weights of one INT4_G32 code word (column j = bits [4j, 4j+4), code q + 8) with the group's
-// scale in both halves of s2: bf16(q·s) widened, as the oracle. Codes j and j + 4 go into one BF16
-// pair as 128 + code (0x4300 | code), an exact fma with 1 and -136 gives q, and an fma with s and
-// -0 gives q·s rounded once to BF16: bf16(q·s) exactly (the product needs at most 12 bits).
+// The 8 weights of one INT4_G32 code word with the group's scale in both halves of s2: bf16(q·s)
+// widened, as the oracle (int4_pair: codes j and j + 4 in one BF16 pair).
 __device__ __forceinline__ void int4_word(uint32_t word, uint32_t s2, float (&wv)[8]) {
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
-    const uint32_t codes = ((word >> (4 * m)) & 0x000f000fu) | 0x43004300u;
-    const uint32_t q = bf16x2_fma(codes, 0x3f803f80u, 0xc308c308u);
-    const uint32_t v = bf16x2_fma(q, s2, 0x80008000u);
+    const uint32_t v = int4_pair(word, m, s2);
     wv[m] = __uint_as_float(v << 16);
     wv[m + 4] = __uint_as_float(v & 0xffff0000u);
   }
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& q, int k) {
-  return k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
 }
 
 // One warp's tile: out[i][v] = W[r0 + i, :]·x_v for the nv input rows at x (row stride ldx). Rows

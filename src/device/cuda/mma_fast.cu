@@ -31,6 +31,7 @@
 
 #include "device/cuda/act.cuh"
 #include "device/cuda/cuda_ops.h"
+#include "device/cuda/products.cuh"
 
 namespace sluice::device::cuda {
 namespace {
@@ -53,12 +54,6 @@ constexpr int kMaxSplit = 8;    // warps per block: the K ranges of one tile
 constexpr int MT = SLUICE_MMA_MT;       // m16 tiles of weight rows per warp
 constexpr int kTileRows = 16 * MT;      // weight rows per block
 constexpr int64_t kPieceCols = 256;  // the activations' columns are padded to a multiple of a step
-
-__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
 
 __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                     uint32_t b1) {
@@ -97,10 +92,6 @@ static_assert(kPieceCols % step_cols<WeightType::BF16>() == 0 && kPieceCols % st
                   kPieceCols % step_cols<WeightType::FP8_E4M3>() == 0,
               "the activations' padding must cover every step");
 static_assert(step_cols<WeightType::FP8_E4M3>() == kFp8Block, "an FP8 step is one scale block");
-
-__device__ __forceinline__ uint32_t word_of(const uint4& q, int k) {
-  return k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
-}
 
 // One lane's loads of one weight row for one step.
 template <WeightType T>
@@ -167,15 +158,10 @@ __device__ __forceinline__ void widen(const uint4& q, uint32_t scale, int j, uin
       for (int m = 0; m < 4; ++m) p[m] = bf16x2_fma(bf16x2_fma(v[m], 0x7e807e80u, 0x80008000u), s2, 0x80008000u);
     }
   } else if constexpr (T == WeightType::INT4_G32) {
-    // Codes m and m + 4 as bf16 128 + code, an exact fma with 1 and -136 gives q, and one with the
-    // scale and -0 gives bf16(q·s), rounded once as the oracle's dequantization.
     const uint32_t s2 = scale | (scale << 16);
     const uint32_t word = word_of(q, j);
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const uint32_t codes = ((word >> (4 * m)) & 0x000f000fu) | 0x43004300u;
-      p[m] = bf16x2_fma(bf16x2_fma(codes, 0x3f803f80u, 0xc308c308u), s2, 0x80008000u);
-    }
+    for (int m = 0; m < 4; ++m) p[m] = int4_pair(word, m, s2);
   } else {  // FP8 e4m3: group j is bytes 8j..8j+7 of the load
     const uint32_t w0 = word_of(q, 2 * j), w1 = word_of(q, 2 * j + 1);
     // s·eeee·mmm placed as a bf16 with the exponent field eeee and mantissa mmm0000: the value
@@ -315,14 +301,26 @@ __device__ __forceinline__ void combine(float (&acc)[MT][NX][4], int ks, int KS,
       }
 }
 
-__device__ __forceinline__ float load_bias(const Weight& w, int64_t r) {
-  return w.bias_type == DType::BF16 ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(w.bias)[r]) << 16)
-                                    : static_cast<const float*>(w.bias)[r];
-}
-
 // Output element e of D tile (i, n) of this lane: weight row and input row within the block's tile.
 __device__ __forceinline__ int out_row(int i, int e) { return 16 * i + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int out_input(int n, int e) { return 8 * n + 2 * (threadIdx.x & 3) + (e & 1); }
+
+// f(r, v, i, n, e) for each of this lane's outputs inside the weight's rows and the nv input rows:
+// r the weight row, v the input row within the block's tile, [i][n][e] its place in the sums.
+template <int NX, class F>
+__device__ __forceinline__ void each_output(int64_t r0, int64_t rows, int nv, F&& f) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int n = 0; n < NX; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t r = r0 + out_row(i, e);
+        const int v = out_input(n, e);
+        if (r >= rows || v >= nv) continue;
+        f(r, v, i, n, e);
+      }
+}
 
 // y[v0 + v, r] = W[r, :]·x[v0 + v, :] (+ bias[r]); block: KS warps on kTileRows weight rows and
 // 8·NX input rows.
@@ -337,19 +335,11 @@ __global__ void __launch_bounds__(kMaxSplit * 32) mma_gemv(Weight w, const uint4
   warp_product<T, NX>(w, r0, xp + v0 * xs, xs, nv, ks, KS, acc);
   combine<NX>(acc, ks, KS, red);
   if (ks != 0) return;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int n = 0; n < NX; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t r = r0 + out_row(i, e);
-        const int v = out_input(n, e);
-        if (r >= w.rows || v >= nv) continue;
-        float s = acc[i][n][e];
-        if (w.bias) s += load_bias(w, r);
-        y.p[(v0 + v) * y.ld + r] = s;
-      }
+  each_output<NX>(r0, w.rows, nv, [&](int64_t r, int v, int i, int n, int e) {
+    float s = acc[i][n][e];
+    if (w.bias) s += load_bias(w, r);
+    y.p[(v0 + v) * y.ld + r] = s;
+  });
 }
 
 // Grouped experts, step 1: h[m, r] = act(gate[r, :]·g[m, :] + bg[r], up[r, :]·g[m, :] + bu[r]) for
@@ -371,20 +361,12 @@ __global__ void __launch_bounds__(kMaxSplit * 32) mma_gate_up(const ExpertGroupE
   __syncthreads();
   combine<NX>(au, ks, KS, red);
   if (ks != 0) return;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int n = 0; n < NX; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t r = r0 + out_row(i, e);
-        const int v = out_input(n, e);
-        if (r >= I || v >= nv) continue;
-        float gv = ag[i][n][e], uv = au[i][n][e];
-        if (ent.gate.bias) gv += load_bias(ent.gate, r);
-        if (ent.up.bias) uv += load_bias(ent.up, r);
-        h[(ent.off + v0 + v) * I + r] = gated_value(act, gv, uv);
-      }
+  each_output<NX>(r0, I, nv, [&](int64_t r, int v, int i, int n, int e) {
+    float gv = ag[i][n][e], uv = au[i][n][e];
+    if (ent.gate.bias) gv += load_bias(ent.gate, r);
+    if (ent.up.bias) uv += load_bias(ent.up, r);
+    h[(ent.off + v0 + v) * I + r] = gated_value(act, gv, uv);
+  });
 }
 
 // Grouped experts, step 2: yexp[members[m], r] = down[r, :]·h[m, :] + bd[r] (hp: h's pieces).
@@ -402,19 +384,11 @@ __global__ void __launch_bounds__(kMaxSplit * 32) mma_down(const ExpertGroupEntr
   warp_product<T, NX>(ent.down, r0, hp + (ent.off + v0) * xs, xs, nv, ks, KS, acc);
   combine<NX>(acc, ks, KS, red);
   if (ks != 0) return;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int n = 0; n < NX; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t r = r0 + out_row(i, e);
-        const int v = out_input(n, e);
-        if (r >= R || v >= nv) continue;
-        float s = acc[i][n][e];
-        if (ent.down.bias) s += load_bias(ent.down, r);
-        yexp.p[members[ent.off + v0 + v] * yexp.ld + r] = s;
-      }
+  each_output<NX>(r0, R, nv, [&](int64_t r, int v, int i, int n, int e) {
+    float s = acc[i][n][e];
+    if (ent.down.bias) s += load_bias(ent.down, r);
+    yexp.p[members[ent.off + v0 + v] * yexp.ld + r] = s;
+  });
 }
 
 // pieces[r, j] = three 16-byte groups (hi, mid, lo) of columns 8j..8j+7 of x row r, each as bf16
