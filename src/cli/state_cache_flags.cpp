@@ -8,7 +8,9 @@ namespace sluice::cli {
 void add_state_cache_flags(CLI::App* sub, runtime::EngineOptions& eo) {
   sub->add_option("--state-cache", eo.state_cache_dir,
                   "Directory of saved sequence states: a prompt that extends a saved prefix (also after a restart) "
-                  "restores it instead of prefilling; each finished generation is saved");
+                  "restores it instead of prefilling; each finished generation is saved, and for models with "
+                  "recurrent layers (K3, Kimi-Linear) also their state where a prompt leaves a saved one, so a new "
+                  "conversation that shares only a system prompt with saved ones resumes after it");
   sub->add_option("--state-cache-gb", eo.state_cache_gb,
                   "Disk budget of --state-cache for this model (GB); the least recently used states go first")
       ->default_val(8.0)

@@ -30,6 +30,9 @@ std::string device_help() { return device::device_help(); }
 
 namespace {
 
+// The least a disk part's position must add to what a prompt restores (as the prefix cache's split).
+constexpr size_t kMinDiskSplit = 64;
+
 // The device tier's budget in bytes: --gpu-experts-gb as GB, or for "auto" what the device has
 // free now (after the resident part) less a reserve for scratch, a fifth of its memory and at least
 // 4 GiB (a long prompt's attention scores are the largest scratch). 0 on a device without memory
@@ -281,6 +284,7 @@ nlohmann::json Engine::stats_json() const {
     j["state_cache"] = {{"dir", state_cache_->dir()},         {"entries", state_cache_->entries()},
                         {"bytes", state_cache_->bytes()},     {"restores", c.restores},
                         {"restored_tokens", c.restored_tokens}, {"restore_ms", c.restore_ms},
+                        {"part_restores", c.part_restores},   {"parts_saved", c.parts_saved},
                         {"saves", c.saves},                   {"saved_bytes", c.saved_bytes},
                         {"save_ms", c.save_ms},               {"evicted", c.evicted},
                         {"discarded", c.discarded}};
@@ -368,10 +372,11 @@ std::string Engine::stats_text(int64_t generated_tokens) const {
     const StateCache::Counters c = state_cache_->counters();
     char line[512];
     std::snprintf(line, sizeof line,
-                  "[state-cache] %s entries=%zu bytes=%.1f MB restores=%lld (%lld tokens, %.1f ms) saves=%lld "
-                  "(%.1f MB, %.1f ms) evicted=%lld discarded=%lld\n",
+                  "[state-cache] %s entries=%zu bytes=%.1f MB restores=%lld (%lld tokens, %lld over a part, %.1f ms) "
+                  "saves=%lld and %lld parts (%.1f MB, %.1f ms) evicted=%lld discarded=%lld\n",
                   state_cache_->dir().c_str(), state_cache_->entries(), double(state_cache_->bytes()) / 1e6,
-                  (long long)c.restores, (long long)c.restored_tokens, c.restore_ms, (long long)c.saves,
+                  (long long)c.restores, (long long)c.restored_tokens, (long long)c.part_restores, c.restore_ms,
+                  (long long)c.saves, (long long)c.parts_saved,
                   double(c.saved_bytes) / 1e6, c.save_ms, (long long)c.evicted, (long long)c.discarded);
     o << line;
   }
@@ -418,11 +423,21 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, GenerateOption
   reused_ = keep;
   tape_.clear();  // until this generation finishes normally, the state matches no tape
   if (!opt.drafter) opt.drafter = engine_.drafter();
-  if (ram && !m.can_truncate() && !opt.on_snapshot) {
+  if ((ram || cache) && !m.can_truncate() && !opt.on_snapshot) {
+    // Where this prompt leaves what an earlier one (in RAM or on disk) shared with it: a part kept
+    // there (in RAM, and on disk with the state cache) lets the next prompt that shares as much
+    // resume from it, also after a restart. Not for a few tokens (a chat template's opening).
+    if (cache && !prompt.empty()) {
+      const size_t on_disk = cache->shared_prefix(prompt);
+      if (on_disk >= keep + kMinDiskSplit) split = std::max(split, on_disk);
+    }
     auto tokens = std::make_shared<const std::vector<int32_t>>(prompt.begin(), prompt.end());
-    opt.snapshot_every = engine_.prefix_block();
-    if (split > keep) opt.snapshot_at = int64_t(split);  // where this prompt leaves an earlier one
-    opt.on_snapshot = [ram, &m, this, tokens](int64_t) { ram->keep_part(m, *state_, tokens); };
+    if (ram) opt.snapshot_every = engine_.prefix_block();
+    if (split > keep) opt.snapshot_at = int64_t(split);
+    opt.on_snapshot = [ram, cache, &m, this, tokens, at = opt.snapshot_at](int64_t length) {
+      if (ram) ram->keep_part(m, *state_, tokens);
+      if (cache && length == at) cache->save_part(m, *state_, std::span<const int32_t>(*tokens).first(size_t(at)));
+    };
   }
   GenerateResult r = runtime::generate(m, *state_, prompt.subspan(reused_), opt, on_token, on_step);
   if (r.stop_reason == "cancelled" &&

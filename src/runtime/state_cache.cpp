@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "core/durable_file.h"
@@ -75,8 +76,12 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::string tokens_name(const std::string& key, std::span<const int32_t> tokens) {
-  return key + "-" + hex16(XXH3_64bits(tokens.data(), tokens.size_bytes())) + ".state";
+// The kinds of entry (the head's second u32; 0 in every entry before parts existed).
+constexpr uint32_t kWhole = 0, kPart = 1;
+const char* suffix_of(bool part) { return part ? ".part" : ".state"; }
+
+std::string tokens_name(const std::string& key, std::span<const int32_t> tokens, bool part) {
+  return key + "-" + hex16(XXH3_64bits(tokens.data(), tokens.size_bytes())) + suffix_of(part);
 }
 
 // Buffered writes to a file, hashed as they go.
@@ -193,14 +198,16 @@ struct EntryHead {
   uint64_t payload = 0;
 };
 
-// Reads and checks the head and the tokens: magic, version, key, the token count against the
+// Reads and checks the head and the tokens: magic, version, kind, key, the token count against the
 // file's size; returns the tokens and the size left for the state. Throws naming what is wrong.
-EntryHead read_head(FileSource& in, const std::string& key, uint64_t size) {
+EntryHead read_head(FileSource& in, const std::string& key, uint64_t size, bool part) {
   if (size < kHeadBytes + kTailBytes) fail("only ", size, " bytes (truncated)");
   uint8_t head[kHeadBytes];
   in.take(head, sizeof head);
   if (std::memcmp(head, kMagic, sizeof kMagic) != 0) fail("not a sluice state entry (magic)");
   if (get_u32(head + 8) != kVersion) fail("entry version ", get_u32(head + 8), ", this sluice writes ", kVersion);
+  if (get_u32(head + 12) != (part ? kPart : kWhole))
+    fail(part ? "not a recurrent part (kind " : "not a whole state (kind ", get_u32(head + 12), ")");
   std::string entry_key(reinterpret_cast<const char*>(head + 16), kKeyChars);
   if (entry_key != key) {
     for (char& c : entry_key)
@@ -262,7 +269,11 @@ void StateCache::scan() {
       if (at != std::string::npos && !process_alive(std::atol(name.c_str() + at + 5))) ::unlink(path(name).c_str());
       continue;
     }
-    if (name.rfind(prefix, 0) != 0 || name.size() < 6 || name.compare(name.size() - 6, 6, ".state") != 0) continue;
+    auto ends_with = [&](const std::string& tail) {
+      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    const bool part = ends_with(suffix_of(true));
+    if (name.rfind(prefix, 0) != 0 || !(part || ends_with(suffix_of(false)))) continue;
     const std::string p = path(name);
     try {
       std::string why;
@@ -271,15 +282,15 @@ void StateCache::scan() {
       struct stat sb {};
       if (::fstat(f.fd, &sb) != 0) fail("fstat: ", std::strerror(errno));
       FileSource in(f.fd, uint64_t(sb.st_size));
-      EntryHead h = read_head(in, key_, uint64_t(sb.st_size));
-      if (name != tokens_name(key_, h.tokens)) fail("its name does not match its tokens");
+      EntryHead h = read_head(in, key_, uint64_t(sb.st_size), part);
+      if (name != tokens_name(key_, h.tokens, part)) fail("its name does not match its tokens");
       if (::lseek(f.fd, -off_t(kTailBytes), SEEK_END) < 0) fail("seek: ", std::strerror(errno));
       uint8_t tail[kTailBytes];
       if (::read(f.fd, tail, sizeof tail) != ssize_t(sizeof tail)) fail("cannot read its tail");
       if (get_u64(tail) != h.payload)
         fail("its tail records ", get_u64(tail), " state bytes, the file holds ", h.payload, " (truncated or extended)");
       entries_.push_back({name, std::move(h.tokens), uint64_t(sb.st_size),
-                          int64_t(sb.st_mtim.tv_sec) * 1'000'000'000 + sb.st_mtim.tv_nsec});
+                          int64_t(sb.st_mtim.tv_sec) * 1'000'000'000 + sb.st_mtim.tv_nsec, part});
       bytes_ += uint64_t(sb.st_size);
     } catch (const std::exception& e) {
       ::unlink(p.c_str());
@@ -321,34 +332,72 @@ void StateCache::touch(Entry& e) {
   ::utimensat(AT_FDCWD, path(e.file).c_str(), times, 0);
 }
 
-size_t StateCache::best_entry(bool cut, std::span<const int32_t> prompt, size_t longer_than, size_t& best_use) const {
-  // The entry that gives the longest usable prefix (ties: the smallest file, then the newest).
-  size_t best = entries_.size();
-  best_use = longer_than;
+StateCache::Plan StateCache::plan_for(bool cut, std::span<const int32_t> prompt, size_t longer_than) const {
+  // The longest usable prefix; ties: the smallest whole entry, then the newest; a part over a
+  // whole entry (two files) only where it gives more.
+  const size_t none = entries_.size();
+  Plan plan{none, none, longer_than};
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
+    if (e.part) continue;
     const size_t common = common_prefix(e.tokens, prompt);
     size_t use = 0;
     if (cut) use = std::min(common, prompt.size() - 1);
     else if (common == e.tokens.size() && common < prompt.size()) use = common;
     if (use <= longer_than) continue;
-    const bool better = best == entries_.size() || use > best_use ||
-                        (use == best_use && (e.bytes < entries_[best].bytes ||
-                                             (e.bytes == entries_[best].bytes && e.used > entries_[best].used)));
-    if (better) {
-      best = i;
-      best_use = use;
-    }
+    const Entry* best = plan.whole == none ? nullptr : &entries_[plan.whole];
+    if (!best || use > plan.use ||
+        (use == plan.use && (e.bytes < best->bytes || (e.bytes == best->bytes && e.used > best->used))))
+      plan = {i, none, use};
   }
-  return best;
+  if (cut) return plan;
+  // A part of p prompt tokens over the smallest whole state that holds the same p tokens or more.
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t p = e.tokens.size();
+    if (!e.part || p <= plan.use || p >= prompt.size() || !std::equal(e.tokens.begin(), e.tokens.end(), prompt.begin()))
+      continue;
+    size_t base = none;
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      const Entry& w = entries_[k];
+      if (w.part || common_prefix(w.tokens, prompt) < p) continue;
+      if (base == none || w.bytes < entries_[base].bytes || (w.bytes == entries_[base].bytes && w.used > entries_[base].used))
+        base = k;
+    }
+    if (base != none) plan = {base, i, p};
+  }
+  return plan;
 }
 
 size_t StateCache::usable(const model::Target& m, std::span<const int32_t> prompt) const {
   if (prompt.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
-  size_t use = 0;
-  best_entry(m.can_truncate(), prompt, 0, use);
-  return use;
+  const Plan plan = plan_for(m.can_truncate(), prompt, 0);
+  return plan.whole < entries_.size() ? plan.use : 0;
+}
+
+size_t StateCache::shared_prefix(std::span<const int32_t> prompt) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t shared = 0;
+  for (const Entry& e : entries_) shared = std::max(shared, common_prefix(e.tokens, prompt));
+  return prompt.empty() ? 0 : std::min(shared, prompt.size() - 1);
+}
+
+void StateCache::read_entry(const Entry& e, const std::function<void(model::StateSource&)>& read) {
+  std::string why;
+  Fd f{open_regular(path(e.file), O_RDONLY, why)};
+  if (f.fd < 0) fail(why);
+  struct stat sb {};
+  if (::fstat(f.fd, &sb) != 0) fail("fstat: ", std::strerror(errno));
+  FileSource in(f.fd, uint64_t(sb.st_size));
+  EntryHead h = read_head(in, key_, uint64_t(sb.st_size), e.part);
+  if (h.tokens != e.tokens) fail("its tokens changed since it was scanned");
+  in.set_limit(h.payload);
+  read(in);
+  if (in.remaining() != 0) fail(in.remaining(), " state bytes left unread");
+  if (read_payload_size(in) != h.payload) fail("its tail does not record its state's size");
+  const uint64_t want = in.digest(), got = in.checksum_at_end();
+  if (want != got) fail("checksum mismatch (xxh3 ", hex16(got), " recorded, ", hex16(want), " read)");
 }
 
 size_t StateCache::restore(const model::Target& m, model::State& st, std::span<const int32_t> prompt,
@@ -356,59 +405,78 @@ size_t StateCache::restore(const model::Target& m, model::State& st, std::span<c
   std::lock_guard<std::mutex> lock(mu_);
   const bool cut = m.can_truncate();
   for (;;) {
-    size_t best_use = 0;
-    const size_t best = best_entry(cut, prompt, longer_than, best_use);
-    if (best == entries_.size()) return 0;
-    Entry& e = entries_[best];
-    const std::string p = path(e.file);
+    const Plan plan = plan_for(cut, prompt, longer_than);
+    if (plan.whole == entries_.size()) return 0;
+    // An entry removed by another process sharing the directory leaves the list, quietly.
+    bool gone = false;
+    for (size_t i : {plan.whole, plan.part})
+      if (i < entries_.size() && !fs::exists(path(entries_[i].file))) {
+        bytes_ -= entries_[i].bytes;
+        entries_.erase(entries_.begin() + std::ptrdiff_t(i));
+        gone = true;
+        break;
+      }
+    if (gone) continue;
     const auto t0 = std::chrono::steady_clock::now();
+    const Entry& w = entries_[plan.whole];
     bool touched_state = false;
     try {
-      std::string why;
-      Fd f{open_regular(p, O_RDONLY, why)};
-      if (f.fd < 0 && !fs::exists(p)) {  // removed by another process sharing the directory
-        bytes_ -= e.bytes;
-        entries_.erase(entries_.begin() + std::ptrdiff_t(best));
-        continue;
-      }
-      if (f.fd < 0) fail(why);
-      struct stat sb {};
-      if (::fstat(f.fd, &sb) != 0) fail("fstat: ", std::strerror(errno));
-      FileSource in(f.fd, uint64_t(sb.st_size));
-      EntryHead h = read_head(in, key_, uint64_t(sb.st_size));
-      if (h.tokens != e.tokens) fail("its tokens changed since it was scanned");
-      in.set_limit(h.payload);
-      touched_state = true;
-      m.read_state(st, in);
-      if (in.remaining() != 0) fail(in.remaining(), " state bytes left unread");
-      if (read_payload_size(in) != h.payload) fail("its tail does not record its state's size");
-      const uint64_t want = in.digest(), got = in.checksum_at_end();
-      if (want != got) fail("checksum mismatch (xxh3 ", hex16(got), " recorded, ", hex16(want), " read)");
-      if (st.length() != int64_t(e.tokens.size())) fail("a state of length ", st.length(), " for ", e.tokens.size(), " tokens");
-      if (best_use < e.tokens.size() && !m.truncate(st, int64_t(best_use))) fail("the state cannot be cut back");
+      read_entry(w, [&](model::StateSource& in) {
+        touched_state = true;
+        m.read_state(st, in);
+      });
+      if (st.length() != int64_t(w.tokens.size())) fail("a state of length ", st.length(), " for ", w.tokens.size(), " tokens");
+      if (plan.part == entries_.size() && plan.use < w.tokens.size() && !m.truncate(st, int64_t(plan.use)))
+        fail("the state cannot be cut back");
     } catch (const std::exception& ex) {
       if (touched_state) st.reset();
-      discard(best, ex.what());
+      discard(plan.whole, ex.what());
       continue;
     }
-    touch(e);
+    if (plan.part < entries_.size()) {
+      // The part's recurrent state over the whole one's cache rows, which hold its tokens too.
+      try {
+        const Entry& part = entries_[plan.part];
+        read_entry(part, [&](model::StateSource& in) { m.read_recurrent(st, in); });
+        if (st.length() != int64_t(part.tokens.size()))
+          fail("a recurrent part of length ", st.length(), " for ", part.tokens.size(), " tokens");
+      } catch (const std::exception& ex) {
+        st.reset();
+        discard(plan.part, ex.what());
+        continue;
+      }
+      touch(entries_[plan.part]);
+      ++counters_.part_restores;
+    }
+    touch(entries_[plan.whole]);
     ++counters_.restores;
-    counters_.restored_tokens += int64_t(best_use);
+    counters_.restored_tokens += int64_t(plan.use);
     counters_.restore_ms += ms_since(t0);
-    return best_use;
+    return plan.use;
   }
 }
 
 void StateCache::save(const model::Target& m, const model::State& st, std::span<const int32_t> tape) {
   if (tape.empty() || st.length() != int64_t(tape.size())) return;
+  write_entry(m, tape, false, [&](model::StateSink& out) { m.write_state(st, out); });
+}
+
+void StateCache::save_part(const model::Target& m, const model::State& st, std::span<const int32_t> tokens) {
+  if (m.can_truncate() || tokens.empty() || st.length() != int64_t(tokens.size())) return;
+  write_entry(m, tokens, true, [&](model::StateSink& out) { m.write_recurrent(st, out); });
+}
+
+void StateCache::write_entry(const model::Target& m, std::span<const int32_t> tape, bool part,
+                             const std::function<void(model::StateSink&)>& write) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string name = tokens_name(key_, tape);
+  const std::string name = tokens_name(key_, tape, part);
   for (Entry& e : entries_)
     if (e.file == name && std::equal(e.tokens.begin(), e.tokens.end(), tape.begin(), tape.end())) {
       touch(e);
       return;
     }
   const auto t0 = std::chrono::steady_clock::now();
+  const char* what = part ? "a recurrent part" : "a state";
   try {
     // A hidden temporary that load-time cleanup recognises (and removes once its writer is gone).
     PendingFile f(path(name), path(cat(".", name, ".tmp-", ::getpid())));
@@ -417,12 +485,13 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
     uint8_t head[kHeadBytes] = {};
     std::memcpy(head, kMagic, sizeof kMagic);
     put_u32(head + 8, kVersion);
+    put_u32(head + 12, part ? kPart : kWhole);
     std::memcpy(head + 16, key_.data(), kKeyChars);
     put_u64(head + 16 + kKeyChars, tape.size());
     out.write(head, sizeof head);
     out.write(tape.data(), tape.size_bytes());
     const uint64_t before = out.written();
-    m.write_state(st, out);
+    write(out);
     uint8_t tail[8];
     put_u64(tail, out.written() - before);
     out.write(tail, 8);
@@ -433,7 +502,7 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
     if (size > opt_.budget_bytes) {
       f.abandon();
       if (!warned_too_large_)
-        warn(cat("a state of ", size, " bytes (", tape.size(), " tokens) is larger than the whole budget (",
+        warn(cat(what, " of ", size, " bytes (", tape.size(), " tokens) is larger than the whole budget (",
                  opt_.budget_bytes, " bytes); not saved"));
       warned_too_large_ = true;
       return;
@@ -442,7 +511,7 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
     f.commit();
     std::erase_if(entries_, [&](const Entry& e) {
       // Same name (a hash collision: the file was replaced), or a prefix the new state stands for.
-      const bool prefix = m.can_truncate() && e.tokens.size() < tape.size() &&
+      const bool prefix = !part && !e.part && m.can_truncate() && e.tokens.size() < tape.size() &&
                           std::equal(e.tokens.begin(), e.tokens.end(), tape.begin());
       if (e.file != name && !prefix) return false;
       if (e.file != name) {
@@ -452,14 +521,14 @@ void StateCache::save(const model::Target& m, const model::State& st, std::span<
       bytes_ -= e.bytes;
       return true;
     });
-    entries_.push_back({name, std::vector<int32_t>(tape.begin(), tape.end()), size, 0});
+    entries_.push_back({name, std::vector<int32_t>(tape.begin(), tape.end()), size, 0, part});
     bytes_ += size;
     touch(entries_.back());
-    ++counters_.saves;
+    ++(part ? counters_.parts_saved : counters_.saves);
     counters_.saved_bytes += size;
     counters_.save_ms += ms_since(t0);
   } catch (const std::exception& e) {  // the pending file removed its temporary
-    warn(cat("saving a state of ", tape.size(), " tokens failed: ", e.what()));
+    warn(cat("saving ", what, " of ", tape.size(), " tokens failed: ", e.what()));
   }
 }
 

@@ -4,15 +4,23 @@
 // restart — restores that state instead of prefilling it. The longest usable prefix wins; a target
 // whose states can be cut back (KV and MLA caches) also uses any shorter prefix of an entry.
 //
+// A target whose states cannot be cut back (recurrent layers: K3's and Kimi-Linear's KDA) also
+// keeps recurrent parts (Target::write_recurrent's bytes, no cache rows) of prompt prefixes: a
+// part of p tokens read over a whole entry that holds those p tokens or more gives the state of
+// the p tokens (the whole entry's cache rows below p are the part's own). Sessions save one where
+// a prompt leaves what a saved entry shared with it, so that a new conversation sharing only a
+// system prompt with saved ones resumes after it, also after a restart.
+//
 // An entry is keyed by the model's identity (config.json, each safetensors shard's header, size
 // and first and last bytes, the device and ISA that computed it: states differ in their last bits
 // between ISAs) and its tokens. Entries are written to a temporary name, fsynced and renamed into
 // place, and checksummed (xxh3 over everything); a truncated, corrupt or foreign entry is deleted
 // with one warning line and never restored.
 //
-// File: "SLUICEST" | version u32 | reserved u32 | model key (16 hex chars) | token count u64 |
-// tokens (i32 each) | the target's state bytes (model/state_io.h) | payload size u64 | xxh3 u64,
-// integers little-endian. Name: <model key>-<xxh3 of the tokens>.state.
+// File: "SLUICEST" | version u32 | kind u32 (0 whole state, 1 recurrent part) | model key (16 hex
+// chars) | token count u64 | tokens (i32 each) | the target's state bytes (model/state_io.h) or its
+// recurrent part's | payload size u64 | xxh3 u64, integers little-endian. Name: <model key>-<xxh3
+// of the tokens>.state, or .part for a part.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,6 +48,7 @@ class StateCache {
  public:
   struct Counters {
     int64_t restores = 0, restored_tokens = 0, saves = 0, evicted = 0, discarded = 0;
+    int64_t part_restores = 0, parts_saved = 0;  // restores that read a part over a whole entry
     uint64_t saved_bytes = 0;
     double restore_ms = 0, save_ms = 0;
   };
@@ -49,8 +58,9 @@ class StateCache {
   StateCache(StateCacheOptions opt, std::string model_key);
 
   // Restores into st the longest saved prefix of `prompt` that is longer than `longer_than` and
-  // leaves at least one prompt token to feed; returns its length, or 0 when there is none (st is
-  // then untouched, unless an entry failed its checks while being read: st is then reset).
+  // leaves at least one prompt token to feed (a whole entry, or a part over one); returns its
+  // length, or 0 when there is none (st is then untouched, unless an entry failed its checks while
+  // being read: st is then reset).
   size_t restore(const model::Target& m, model::State& st, std::span<const int32_t> prompt, size_t longer_than);
   // The prefix restore() would give now (0: none), without reading any entry.
   size_t usable(const model::Target& m, std::span<const int32_t> prompt) const;
@@ -58,6 +68,12 @@ class StateCache {
   // most recent). With a target that truncates, entries whose tokens are a prefix of the tape are
   // removed: the new one stands for them. Failures are warned about, never thrown.
   void save(const model::Target& m, const model::State& st, std::span<const int32_t> tape);
+  // For a target that cannot cut back: saves the recurrent part of st, which holds exactly
+  // `tokens` (a no-op for other targets).
+  void save_part(const model::Target& m, const model::State& st, std::span<const int32_t> tokens);
+  // The most any entry's tokens share with the prompt, at most prompt.size() - 1 (where a session
+  // keeps a part: GenerateOptions::snapshot_at).
+  size_t shared_prefix(std::span<const int32_t> prompt) const;
 
   size_t entries() const;
   uint64_t bytes() const;
@@ -70,10 +86,19 @@ class StateCache {
     std::vector<int32_t> tokens;
     uint64_t bytes = 0;
     int64_t used = 0;  // recency: larger is more recent (file mtime in ns at scan, then a clock)
+    bool part = false;  // a recurrent part (.part), else a whole state (.state)
+  };
+  // What restore() reads: a whole entry, maybe a part over it (entries_.size(): none), and the
+  // prompt tokens the state then holds.
+  struct Plan {
+    size_t whole, part, use;
   };
   void scan();
-  // The entry restore() would read for prompt (entries_.size(): none) and the prefix it gives.
-  size_t best_entry(bool cut, std::span<const int32_t> prompt, size_t longer_than, size_t& best_use) const;
+  Plan plan_for(bool cut, std::span<const int32_t> prompt, size_t longer_than) const;
+  // Opens an entry, checks its head and tokens, lets `read` take its payload, checks the tail.
+  void read_entry(const Entry& e, const std::function<void(model::StateSource&)>& read);
+  void write_entry(const model::Target& m, std::span<const int32_t> tape, bool part,
+                   const std::function<void(model::StateSink&)>& write);
   void discard(size_t i, const std::string& why);
   void evict_to(uint64_t budget, const std::string& keep);
   void touch(Entry& e);

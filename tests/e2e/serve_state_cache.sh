@@ -3,7 +3,8 @@
 # the server is restarted; the second turn restores the saved state (usage reports the cached
 # tokens) and replies exactly as a cold server does. Entries that are corrupt (one byte flipped) or
 # truncated are discarded with one warning line each and the reply is still the cold one; another
-# model's entries in the same directory are left alone and never restored.
+# model's entries in the same directory are left alone and never restored. A recurrent model's
+# conversations that share only a system prompt resume after it, from the third on, across restarts.
 # Usage: serve_state_cache.sh <sluice-binary> <source-dir>
 set -euo pipefail
 sluice=$1
@@ -90,4 +91,29 @@ chat "$f_url" "$work/t2f.json" "$turn2"
 [ "$(cached "$work/t2f.json")" = "$want" ] || fail "shared directory: cached_tokens $(cached "$work/t2f.json"), expected $want"
 [ "$(warnings "$work/e.log")$(warnings "$work/f.log")" = 00 ] || fail "warnings in a shared directory"
 stop_server "$f_pid"
+# A recurrent model (K3: its KDA state cannot be cut back) and conversations that share only a
+# system prompt, a restart before each. The first restores nothing and is saved; the second
+# restores nothing either but saves the part where it leaves the first (a .part file); the third
+# restores that part over a saved entry and replies exactly as a cold server does.
+system="You are a careful assistant. Answer in one short sentence, cite nothing, and never guess."
+conversation() {
+  python3 -c "import json,sys; print(json.dumps([{'role':'system','content':sys.argv[1]},{'role':'user','content':sys.argv[2]}]))" \
+    "$system" "$1"
+}
+for i in 1 2 3; do
+  start_server "k$i" --model "$work/tiny" --model-id m --state-cache "$work/kcache"
+  url_var="k${i}_url" pid_var="k${i}_pid"
+  chat "${!url_var}" "$work/k$i.json" "$(conversation "Question $i: which colour is the sky?")"
+  stop_server "${!pid_var}"
+  [ "$(warnings "$work/k$i.log")" = 0 ] || fail "warnings on conversation $i: $(cat "$work/k$i.log")"
+done
+[ "$(find "$work/kcache" -name '*.part' | wc -l)" = 1 ] || fail "expected one saved part: $(ls "$work/kcache")"
+[ "$(cached "$work/k1.json")$(cached "$work/k2.json")" = 00 ] || fail "the first two conversations reported cached tokens"
+shared=$(cached "$work/k3.json")
+[ "$shared" -ge 64 ] || fail "the third conversation restored $shared tokens, not the shared system prompt"
+start_server kcold --model "$work/tiny" --model-id m
+chat "$kcold_url" "$work/kcold.json" "$(conversation "Question 3: which colour is the sky?")"
+stop_server "$kcold_pid"
+[ "$(content "$work/k3.json")" = "$(content "$work/kcold.json")" ] ||
+  fail "the reply over a restored part differs from the cold one: $(content "$work/k3.json") vs $(content "$work/kcold.json")"
 echo "serve_state_cache: ok"

@@ -1,10 +1,12 @@
 // libFuzzer target for the state cache's entry files (runtime/state_cache.h): the input is one
 // file's bytes, written into a cache directory under the name its tokens give (when its head holds
-// them) and, when its reserved field is zero, with its trailing xxh3 made right, so that mutations
+// them) and, when its kind field is 0 or 1, with its trailing xxh3 made right, so that mutations
 // reach the state part. A fake target reads a small state (its length, a count, that many floats;
-// can_truncate when the file's first token is even). Scanning and restoring may only keep the
-// entry or discard it with a warning; a restore gives the entry's tokens (or, cut back, the
-// prompt's) and exactly the file's values, never a partly read state.
+// can_truncate when the file's first token is even). Kind 1 (a recurrent part) is written as a
+// .part file beside a valid whole entry that holds its tokens and one more, for a target that
+// cannot cut back, so that the restore reads the part over the whole one. Scanning and restoring
+// may only keep the entry or discard it with a warning; a restore gives the entry's tokens (or, cut
+// back, the prompt's) and exactly the file's values, never a partly read state.
 // fuzz-sources: src/runtime/state_cache.cpp src/runtime/conversation.cpp src/core/regular_file.cpp
 // fuzz-sources: src/core/durable_file.cpp
 // fuzz-libs: -lxxhash
@@ -14,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,7 +68,13 @@ class FakeTarget final : public model::Target {
   std::unique_ptr<model::Snapshot> new_snapshot() const override { std::abort(); }
   void save(const model::State&, model::Snapshot&) const override { std::abort(); }
   void restore(model::State&, const model::Snapshot&) const override { std::abort(); }
-  void write_state(const model::State&, model::StateSink&) const override { std::abort(); }
+  void write_state(const model::State& state, model::StateSink& out) const override {
+    const auto& st = static_cast<const FakeState&>(state);
+    const uint64_t length = uint64_t(st.length_), n = st.values.size();
+    out.write(&length, 8);
+    out.write(&n, 8);
+    out.write(st.values.data(), n * 4);
+  }
   void read_state(model::State& state, model::StateSource& in) const override {
     auto& st = static_cast<FakeState&>(state);
     st.reset();
@@ -73,6 +82,17 @@ class FakeTarget final : public model::Target {
     in.read(&length, 8);
     in.read(&n, 8);
     if (n > in.remaining() / 4 || n * 4 != in.remaining() || length > (uint64_t(1) << 40)) fail("bad fake state");
+    st.values.resize(n);
+    in.read(st.values.data(), n * 4);
+    st.length_ = int64_t(length);
+  }
+  // A part: the same layout, over a state that holds at least its length.
+  void read_recurrent(model::State& state, model::StateSource& in) const override {
+    auto& st = static_cast<FakeState&>(state);
+    uint64_t length = 0, n = 0;
+    in.read(&length, 8);
+    in.read(&n, 8);
+    if (n > in.remaining() / 4 || n * 4 != in.remaining() || length > uint64_t(st.length_)) fail("bad fake part");
     st.values.resize(n);
     in.read(st.values.data(), n * 4);
     st.length_ = int64_t(length);
@@ -103,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return std::string(tmpl);
   }();
   std::vector<uint8_t> file(data, data + size);
-  // The tokens, when the head holds a count that fits (magic 8, version 4, reserved 4, key 16, count 8).
+  // The tokens, when the head holds a count that fits (magic 8, version 4, kind 4, key 16, count 8).
   std::vector<int32_t> tokens;
   if (size >= 40) {
     uint64_t n = 0;
@@ -113,17 +133,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::memcpy(tokens.data(), data + 40, n * 4);
     }
   }
-  uint32_t reserved = 0;
-  if (size >= 16) std::memcpy(&reserved, data + 12, 4);
-  if (size >= 48 && reserved == 0) {
+  uint32_t kind = 0;
+  if (size >= 16) std::memcpy(&kind, data + 12, 4);
+  if (size >= 48 && kind <= 1) {
     const uint64_t sum = XXH3_64bits(file.data(), file.size() - 8);
     std::memcpy(file.data() + file.size() - 8, &sum, 8);
   }
-  const std::string name = std::string(kKey) + "-" +
-                           (tokens.empty() ? std::string(16, '0') : hex16(XXH3_64bits(tokens.data(), tokens.size() * 4))) +
-                           ".state";
+  // A part needs a whole entry of its tokens and one more beside it (written here; a negative
+  // token would make that one invalid too).
+  const bool part = kind == 1 && !tokens.empty() && std::all_of(tokens.begin(), tokens.end(), [](int32_t t) { return t >= 0; });
+  auto name_of = [](const std::vector<int32_t>& t, const char* suffix) {
+    return std::string(kKey) + "-" + (t.empty() ? std::string(16, '0') : hex16(XXH3_64bits(t.data(), t.size() * 4))) +
+           suffix;
+  };
+  FakeTarget m;
+  m.cut = !part && !tokens.empty() && tokens[0] % 2 == 0;
+  if (part) {
+    // A valid whole entry of the part's tokens and one the prompt does not have (the fake state:
+    // its length, 2 values).
+    std::vector<int32_t> whole = tokens;
+    whole.push_back(9);
+    const uint64_t n = whole.size(), length = n, values = 2, payload = 16 + 8;
+    const float v[2] = {1.5f, -2.0f};
+    std::vector<uint8_t> w(40);
+    std::memcpy(w.data(), "SLUICEST\x01\x00\x00\x00\x00\x00\x00\x00", 16);
+    std::memcpy(w.data() + 16, kKey, 16);
+    std::memcpy(w.data() + 32, &n, 8);
+    auto put = [&](const void* p, size_t k) { w.insert(w.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + k); };
+    put(whole.data(), n * 4);
+    put(&length, 8);
+    put(&values, 8);
+    put(v, 8);
+    put(&payload, 8);
+    const uint64_t sum = XXH3_64bits(w.data(), w.size());
+    put(&sum, 8);
+    std::ofstream out(dir + "/" + name_of(whole, ".state"), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w.data()), std::streamsize(w.size()));
+  }
   {
-    std::ofstream out(dir + "/" + name, std::ios::binary);
+    std::ofstream out(dir + "/" + name_of(tokens, part ? ".part" : ".state"), std::ios::binary);
     out.write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
   }
   int warnings = 0;
@@ -131,9 +179,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     runtime::StateCache cache({.dir = dir, .budget_bytes = uint64_t(1) << 30,
                                .warn = [&](const std::string& w) { check(!w.empty()); ++warnings; }},
                               kKey);
-    check(cache.entries() <= 1 && (cache.entries() == 1) == (warnings == 0));
-    FakeTarget m;
-    m.cut = !tokens.empty() && tokens[0] % 2 == 0;
+    const size_t extra = part ? 1 : 0;  // the whole entry beside a part
+    check(cache.entries() <= 1 + extra && (cache.entries() == 1 + extra) == (warnings == 0));
     FakeState st;
     std::vector<int32_t> prompt = tokens;
     prompt.push_back(7);
@@ -149,7 +196,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       check(st.length() == 0 && st.values.empty());
     }
-    check(cache.entries() == (got > 0 ? 1u : 0u) || (got == 0 && cache.entries() == 1 && warnings == 0));
+    check(cache.entries() == (got > 0 ? 1u : 0u) + extra || (got == 0 && cache.entries() == 1 + extra && warnings == 0));
   } catch (const Error&) {
     std::abort();  // a bad entry is discarded, never thrown out of the cache
   }

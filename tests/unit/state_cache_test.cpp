@@ -102,6 +102,88 @@ TEST_P(StateCacheTest, TheLongestUsablePrefixWins) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// A recurrent target's part of a shared prefix, read over a whole entry that holds those tokens
+// too, gives a prompt that shares only that prefix the state of it after a restart, bit for bit; a
+// target that cuts back needs no part (the whole entry, cut back, gives as much).
+TEST_P(StateCacheTest, APartOverAWholeEntryResumesASharedPrefixAfterARestart) {
+  const bool cut = m_->can_truncate();
+  const auto system = tokens_of(12, 5);
+  const auto a = join(system, {40, 41, 42}), b = join(system, {50, 51});
+  {
+    auto cache = open();
+    save(*cache, a);
+    cache->save_part(*m_, *run(system), system);
+    EXPECT_EQ(cache->counters().parts_saved, cut ? 0 : 1);
+  }
+  EXPECT_EQ(files().size(), cut ? 1u : 2u);
+  auto cache = open();  // a restart
+  EXPECT_EQ(cache->usable(*m_, b), system.size());
+  auto st = run(tokens_of(3, 9));
+  EXPECT_EQ(cache->restore(*m_, *st, b, 0), system.size());
+  EXPECT_EQ(m_->state_values(*st), m_->state_values(*run(system)));
+  EXPECT_EQ(cache->counters().part_restores, cut ? 0 : 1);
+  EXPECT_EQ(cache->shared_prefix(b), system.size());
+  // The part alone holds no cache rows: without a whole entry of those tokens it gives nothing,
+  // and a prompt it is not a prefix of is not served by it.
+  const auto other = join(tokens_of(12, 6), {50, 51});
+  EXPECT_EQ(cache->restore(*m_, *st, other, 0), 0u);
+  if (!cut) {
+    for (const std::string& f : files())
+      if (f.ends_with(".state")) fs::remove(dir_ / f);
+    auto without = open();
+    EXPECT_EQ(without->entries(), 1u);
+    EXPECT_EQ(without->usable(*m_, b), 0u);
+    auto untouched = run(tokens_of(3, 9));
+    const auto before = m_->state_values(*untouched);
+    EXPECT_EQ(without->restore(*m_, *untouched, b, 0), 0u);
+    EXPECT_EQ(m_->state_values(*untouched), before);
+  }
+  EXPECT_TRUE(warnings_.empty());
+}
+
+// A corrupt part is discarded with one warning; the state it was read over is reset, never used.
+TEST_P(StateCacheTest, ACorruptPartIsDiscardedWithOneWarning) {
+  if (m_->can_truncate()) GTEST_SKIP() << "a target that cuts back keeps no parts";
+  const auto system = tokens_of(12, 5);
+  {
+    auto cache = open();
+    save(*cache, join(system, {40, 41}));
+    cache->save_part(*m_, *run(system), system);
+  }
+  std::string part;
+  for (const std::string& f : files())
+    if (f.ends_with(".part")) part = dir_ / f;
+  ASSERT_FALSE(part.empty());
+  {
+    std::fstream f(part, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(fs::file_size(part) - 40));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(std::streamoff(fs::file_size(part) - 40));
+    c ^= 1;
+    f.write(&c, 1);
+  }
+  auto cache = open();
+  EXPECT_EQ(cache->entries(), 2u);
+  auto st = m_->new_state();
+  // The part fails its checksum; the whole entry alone is not a prefix of this prompt.
+  EXPECT_EQ(cache->restore(*m_, *st, join(system, {50, 51}), 0), 0u);
+  EXPECT_EQ(st->length(), 0);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("checksum mismatch"), std::string::npos) << warnings_[0];
+  EXPECT_EQ(cache->entries(), 1u);
+  EXPECT_FALSE(fs::exists(part));
+  // A whole state's file renamed to a part's name is refused at the scan.
+  warnings_.clear();
+  std::string whole;
+  for (const std::string& f : files())
+    if (f.ends_with(".state")) whole = f;
+  fs::copy_file(dir_ / whole, dir_ / (whole.substr(0, whole.size() - 6) + ".part"));
+  EXPECT_EQ(open()->entries(), 1u);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("not a recurrent part"), std::string::npos) << warnings_[0];
+}
+
 TEST_P(StateCacheTest, CorruptTruncatedAndForeignEntriesAreDiscardedWithOneWarning) {
   const auto tape = tokens_of(9, 3);
   // Corrupt: one byte of the state flipped; the size is right, so only the checksum can tell.
@@ -238,6 +320,32 @@ TEST_P(StateCacheTest, ARestartedEngineContinuesWithTheTokensOfAColdRun) {
   const auto want2 = cold->new_session()->generate(diverging, go).generated;
   EXPECT_EQ(session->generate(diverging, go).generated, want2);
   EXPECT_EQ(session->reused(), m_->can_truncate() ? 7u : 0u);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+// Sessions of restarted engines: four conversations that share a long system prompt. The second
+// finds nothing to resume (a recurrent target) but keeps a part where it leaves the first; the
+// third and later resume there, with a cold run's tokens.
+TEST_P(StateCacheTest, RestartedEnginesResumeAfterASharedSystemPrompt) {
+  EngineOptions eo;
+  eo.model_dir = fixture_dir(GetParam());
+  const GenerateOptions go{.max_new = 4, .stop_at_eos = false};
+  const bool cut = m_->can_truncate();
+  const auto system = tokens_of(80, 8);
+  auto cold = Engine::load(eo);
+  EngineOptions with = eo;
+  with.state_cache_dir = dir_.str();
+  const std::vector<std::vector<int32_t>> questions = {{60, 61, 62}, {70, 71}, {80, 81, 82, 83}, {90}};
+  for (size_t q = 0; q < questions.size(); ++q) {
+    SCOPED_TRACE(cat("conversation ", q));
+    const auto prompt = join(system, questions[q]);
+    auto engine = Engine::load(with);  // each one a restart
+    auto session = engine->new_session();
+    EXPECT_EQ(session->generate(prompt, go).generated, cold->new_session()->generate(prompt, go).generated);
+    const size_t want = q == 0 ? 0 : (cut || q >= 2) ? system.size() : 0;
+    EXPECT_EQ(session->restored(), want);
+    EXPECT_EQ(engine->stats_json()["state_cache"]["parts_saved"], !cut && q == 1 ? 1 : 0);
+  }
   EXPECT_TRUE(warnings_.empty());
 }
 
