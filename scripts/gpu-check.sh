@@ -37,6 +37,11 @@
 #                                       (HYBRID_MODEL=deepseek_v3: the FP8 model of bench/arch_width.py,
 #                                       8 MoE layers x 64 experts; HYBRID_ARMS, HYBRID_LAYERS,
 #                                       HYBRID_EXPERTS choose other runs)
+#   scripts/gpu-check.sh ncu KERNEL CASE on the GPU machine: Nsight Compute on the first launch of the
+#                                       kernel named KERNEL (a regex on the function name) while
+#                                       gpu_bench --quick --only CASE runs: speed of light, memory
+#                                       workload, occupancy, warp states, scheduler and launch
+#                                       statistics (e.g. ncu '^mma_gemv$' 'BF16 49152x7168 N=1 cuda:0')
 #   scripts/gpu-check.sh profile        on the GPU machine: the K3-width model decoding on cuda:0
 #                                       with SLUICE_CUDA_PROFILE=1 (per-op GPU and host time, the
 #                                       GPU's idle time between ops), after a 1- and a 256-token prompt
@@ -169,6 +174,18 @@ case "$mode" in
       fi
       echo "$line" | awk -v n="$name" -v f="$floor" '{ printf "gpu-check: %s on every core: %.3f GB a token, %.2f tok/s, %.1f GB/s = %.2f of the all-core floor\n", n, $1, $2, $3, (f > 0 ? $3 / f : 0) }'
     done
+    print_summary
+    ;;
+  ncu)
+    setup_paths
+    kernel=${2:?ncu KERNEL CASE}
+    case=${3:?ncu KERNEL CASE}
+    # ncu starts the binary itself, so the carried libraries go through LD_LIBRARY_PATH (the machine's
+    # own glibc must be new enough for this mode).
+    step "ncu $kernel in '$case'" env LD_LIBRARY_PATH="$carry/lib" ncu --clock-control none \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+      --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats \
+      --section ComputeWorkloadAnalysis -k "regex:$kernel" -c 1 "$carry/bin/gpu_bench" --quick --only "$case"
     print_summary
     ;;
   tests)
