@@ -15,7 +15,8 @@
 #                                       floor, tensor-core and CUDA-core products), torch's BF16
 #                                       matrix peak, and a K3-width two-layer model decoding and
 #                                       prefilling 4096 tokens on cuda and cuda-ffma, and
-#                                       decoding on the CPU of the same machine
+#                                       decoding on the CPU of the same machine (BENCH_DEVICES:
+#                                       which of those; BENCH_PRODUCTS=0: the model alone)
 #   scripts/gpu-check.sh cpu            on the GPU machine, its CPU: kernels_bench (every weight format
 #                                       on one core and on every core, ratios to the read floor of
 #                                       the same threads), then make-tiny's write rate and the resident
@@ -200,10 +201,14 @@ case "$mode" in
     ;;
   bench)
     setup_paths
-    step "gpu_bench (products vs the copy floor)" run_carried gpu_bench
+    # BENCH_DEVICES: the K3-width model's devices (default all three); BENCH_PRODUCTS=0 skips
+    # gpu_bench and torch's peak (a short run of the model alone).
+    if [ "${BENCH_PRODUCTS:-1}" != 0 ]; then
+      step "gpu_bench (products vs the copy floor)" run_carried gpu_bench
+    fi
     work=${WORK:-/tmp/k3-width}
     k3_width_model
-    python3 - <<'PY' 2>&1 | sed 's/^/gpu-check: /'
+    [ "${BENCH_PRODUCTS:-1}" != 0 ] && python3 - <<'PY' 2>&1 | sed 's/^/gpu-check: /'
 import torch
 a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
 b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
@@ -217,7 +222,7 @@ PY
     prompt=$(seq -s, 11 266)
     long=$(seq 0 4095 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), 11 + $1 % 1000 }')
     # cuda:0 runs the products on the tensor cores, cuda-ffma:0 on the CUDA cores.
-    for dev in cuda:0 cuda-ffma:0 cpu; do
+    for dev in ${BENCH_DEVICES:-cuda:0 cuda-ffma:0 cpu}; do
       n=$([ "$dev" = cpu ] && echo 6 || echo 64)
       step "K3-width decode on $dev" bash -c "$(declare -f run_carried); carry='$carry'; run_carried sluice run \
         --model '$work' --prompt-ids '$prompt' --max-new $n --experts resident --device $dev --json >'$work/run-$dev.json'"

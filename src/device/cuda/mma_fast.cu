@@ -200,7 +200,7 @@ __host__ __device__ inline int split_of(WeightType t, int64_t cols) {
 // acc[i][n] += the products of this warp's K range for weight rows r0 + 16i + (g, g + 8) and input
 // rows 8n + (2t, 2t + 1) of xp (row stride xs uint4, nv rows valid). Rows past the weight's end
 // repeat its last row (the caller does not write them).
-template <WeightType T, int NX>
+template <WeightType T, int NX, bool Pipe = false>
 __device__ __forceinline__ void warp_product(const Weight& w, int64_t r0, const uint4* xp, int64_t xs, int nv, int ks,
                                              int KS, float (&acc)[MT][NX][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -216,13 +216,22 @@ __device__ __forceinline__ void warp_product(const Weight& w, int64_t r0, const 
   const int64_t s0 = ks * S / KS, s1 = (ks + 1) * S / KS;
   constexpr int SC = step_cols<T>(), PL = Fmt<T>::PL, U = Fmt<T>::U, G = PL / 8;
   const int64_t cb = (w.cols + kFp8Block - 1) / kFp8Block;
-  for (int64_t s = s0; s < s1; ++s) {
-    const int64_t c0 = s * SC;
-    Slice<T> cur[MT][2];
+  auto load_step = [&](int64_t s, Slice<T> (&sl)[MT][2]) {
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) load_slice<T>(w, rows[i][h], c0, t, cur[i][h]);
+      for (int h = 0; h < 2; ++h) load_slice<T>(w, rows[i][h], s * SC, t, sl[i][h]);
+  };
+  // Pipe: step s + 1's loads are issued before step s's products, so that they are in flight while
+  // the tensor cores work (linear_mma's one-row BF16 and FP8 passes). The arithmetic is the same.
+  constexpr bool kPipe = Pipe;
+  Slice<T> cur[MT][2];
+  if (kPipe && s0 < s1) load_step(s0, cur);
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t c0 = s * SC;
+    Slice<T> nxt[MT][2];
+    if (kPipe && s + 1 < s1) load_step(s + 1, nxt);
+    if (!kPipe) load_step(s, cur);
     float part[MT][NX][4];
     float (&d)[MT][NX][4] = T == WeightType::FP8_E4M3 ? part : acc;
     if constexpr (T == WeightType::FP8_E4M3) {
@@ -270,6 +279,12 @@ __device__ __forceinline__ void warp_product(const Weight& w, int64_t r0, const 
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[i][n][e] = fmaf(part[i][n][e], scale, acc[i][n][e]);
       }
+    }
+    if constexpr (kPipe) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cur[i][h] = nxt[i][h];
     }
   }
 }
@@ -324,7 +339,7 @@ __device__ __forceinline__ void each_output(int64_t r0, int64_t rows, int nv, F&
 
 // y[v0 + v, r] = W[r, :]·x[v0 + v, :] (+ bias[r]); block: KS warps on kTileRows weight rows and
 // 8·NX input rows.
-template <WeightType T, int NX>
+template <WeightType T, int NX, bool Pipe = false>
 __global__ void __launch_bounds__(kMaxSplit * 32) mma_gemv(Weight w, const uint4* xp, int64_t xs, int64_t n_in, Mat y,
                                                            int KS) {
   __shared__ float red[kMaxSplit * MT * NX * 4 * 32];
@@ -332,7 +347,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32) mma_gemv(Weight w, const uint4
   const int64_t r0 = int64_t(blockIdx.x) * kTileRows, v0 = int64_t(blockIdx.y) * 8 * NX;
   const int nv = int(n_in - v0 < 8 * NX ? n_in - v0 : 8 * NX);
   float acc[MT][NX][4] = {};
-  warp_product<T, NX>(w, r0, xp + v0 * xs, xs, nv, ks, KS, acc);
+  warp_product<T, NX, Pipe>(w, r0, xp + v0 * xs, xs, nv, ks, KS, acc);
   combine<NX>(acc, ks, KS, red);
   if (ks != 0) return;
   each_output<NX>(r0, w.rows, nv, [&](int64_t r, int v, int i, int n, int e) {
@@ -461,8 +476,19 @@ void linear_mma(cudaStream_t s, const Weight& w, const void* pieces, int64_t n_i
   const int64_t xs = piece_groups(w.cols) * 3;
   dispatch<true>(w.type, n_in, [&](auto t, auto nx) {
     constexpr int NX = decltype(nx)::value;
+    constexpr WeightType T = decltype(t)::value;
     const dim3 grid(unsigned((w.rows + kTileRows - 1) / kTileRows), unsigned((n_in + 8 * NX - 1) / (8 * NX)));
-    mma_gemv<decltype(t)::value, NX><<<grid, KS * 32, 0, s>>>(w, static_cast<const uint4*>(pieces), xs, n_in, y, KS);
+    // One input row of BF16 or FP8 weights: the loads of the next step in flight during this one's
+    // products (warp_product's Pipe). On an H100, BF16 went from 0.67 to 0.73 of the copy floor and
+    // FP8 from 0.56 to 0.58; MXFP4 and INT4 lost 4-11 % and 8-row passes 2-20 %, so they keep the
+    // plain loop (docs/BENCHMARKS.md, sixteenth stop).
+    if constexpr (NX == 1 && (T == WeightType::BF16 || T == WeightType::FP8_E4M3)) {
+      if (n_in == 1) {
+        mma_gemv<T, 1, true><<<grid, KS * 32, 0, s>>>(w, static_cast<const uint4*>(pieces), xs, n_in, y, KS);
+        return;
+      }
+    }
+    mma_gemv<T, NX><<<grid, KS * 32, 0, s>>>(w, static_cast<const uint4*>(pieces), xs, n_in, y, KS);
   });
   check_launch("linear_mma");
 }
