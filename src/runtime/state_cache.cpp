@@ -407,16 +407,13 @@ size_t StateCache::restore(const model::Target& m, model::State& st, std::span<c
   for (;;) {
     const Plan plan = plan_for(cut, prompt, longer_than);
     if (plan.whole == entries_.size()) return 0;
-    // An entry removed by another process sharing the directory leaves the list, quietly.
-    bool gone = false;
-    for (size_t i : {plan.whole, plan.part})
-      if (i < entries_.size() && !fs::exists(path(entries_[i].file))) {
-        bytes_ -= entries_[i].bytes;
-        entries_.erase(entries_.begin() + std::ptrdiff_t(i));
-        gone = true;
-        break;
-      }
-    if (gone) continue;
+    // An entry removed by another process sharing the directory (before or while it is read)
+    // leaves the list quietly; one that fails its checks is discarded with a warning.
+    auto drop = [&](size_t i, const char* why) {
+      if (fs::exists(path(entries_[i].file))) return discard(i, why);
+      bytes_ -= entries_[i].bytes;
+      entries_.erase(entries_.begin() + std::ptrdiff_t(i));
+    };
     const auto t0 = std::chrono::steady_clock::now();
     const Entry& w = entries_[plan.whole];
     bool touched_state = false;
@@ -430,7 +427,7 @@ size_t StateCache::restore(const model::Target& m, model::State& st, std::span<c
         fail("the state cannot be cut back");
     } catch (const std::exception& ex) {
       if (touched_state) st.reset();
-      discard(plan.whole, ex.what());
+      drop(plan.whole, ex.what());
       continue;
     }
     if (plan.part < entries_.size()) {
@@ -442,7 +439,7 @@ size_t StateCache::restore(const model::Target& m, model::State& st, std::span<c
           fail("a recurrent part of length ", st.length(), " for ", part.tokens.size(), " tokens");
       } catch (const std::exception& ex) {
         st.reset();
-        discard(plan.part, ex.what());
+        drop(plan.part, ex.what());
         continue;
       }
       touch(entries_[plan.part]);
