@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "core/error.h"
@@ -39,28 +40,32 @@ double Sampler::uniform() {
 namespace {
 
 // The ids 0..n-1 ordered by e descending, equal values by ascending id: the order a stable sort by
-// e gives, from an LSD radix sort of the values' bit patterns (non-negative doubles order as their
-// bits; the complement makes it descending), 11 bits a pass, passes whose digit is the same for
-// every value skipped. Far cheaper than std::stable_sort at a 152k vocabulary, which made ordering
-// the vocabulary a large part of a sampled decode (docs/BENCHMARKS.md, "Design measurements behind
-// code comments").
-void order_descending(const std::vector<double>& e, std::vector<int32_t>& order, std::vector<int32_t>& spare,
-                      std::vector<uint64_t>& keys, std::vector<uint64_t>& spare_keys) {
+// e gives. e = exp((logit - max) / T) does not decrease with the logit, so the ids are ordered by
+// their logits (an LSD radix sort of 32-bit keys: three passes, where the weights' 64-bit patterns
+// took six), and then the runs of equal e (distinct logits can round to one weight) by id. Runs of
+// weights below the smallest normal double are left as they are: such a weight changes no sum and
+// its probability is 0 whether kept or not, so their order changes no bit of the distribution.
+// Far cheaper than std::stable_sort at a 152k vocabulary, which made ordering the vocabulary a
+// large part of a sampled decode (docs/BENCHMARKS.md, "Design measurements behind code comments").
+void order_descending(const float* logits, const std::vector<double>& e, std::vector<int32_t>& order,
+                      std::vector<int32_t>& spare, std::vector<uint32_t>& keys, std::vector<uint32_t>& spare_keys) {
   const size_t n = e.size();
   order.resize(n);
   spare.resize(n);
   keys.resize(n);
   spare_keys.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    uint64_t bits;
-    std::memcpy(&bits, &e[i], sizeof bits);
-    keys[i] = ~bits;
+    uint32_t bits;
+    std::memcpy(&bits, &logits[i], sizeof bits);
+    // Ascending with the float's value (negative: all bits flipped; positive: the sign bit set),
+    // complemented for descending.
+    keys[i] = ~((bits & 0x80000000u) ? ~bits : bits | 0x80000000u);
     order[i] = int32_t(i);
   }
   constexpr int kBits = 11;
   constexpr size_t kBuckets = size_t(1) << kBits;
   std::array<size_t, kBuckets> count;
-  for (int shift = 0; shift < 64; shift += kBits) {
+  for (int shift = 0; shift < 32; shift += kBits) {
     count.fill(0);
     for (size_t i = 0; i < n; ++i) ++count[(keys[i] >> shift) & (kBuckets - 1)];
     if (n == 0 || count[(keys[0] >> shift) & (kBuckets - 1)] == n) continue;  // one digit for all
@@ -73,6 +78,12 @@ void order_descending(const std::vector<double>& e, std::vector<int32_t>& order,
     }
     keys.swap(spare_keys);
     order.swap(spare);
+  }
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && e[size_t(order[j])] == e[size_t(order[i])]) ++j;
+    if (j - i > 1 && e[size_t(order[i])] >= 0x1p-1022) std::sort(order.begin() + std::ptrdiff_t(i), order.begin() + std::ptrdiff_t(j));
+    i = j;
   }
 }
 
@@ -91,20 +102,53 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   e.resize(size_t(n));
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[i]) - m) / p_.temperature);
-  std::vector<int32_t>& order = scratch_.order;
-  order_descending(e, order, scratch_.spare, scratch_.keys, scratch_.spare_keys);
-  size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
-  double mass = 0, kept_sum = 0;
+  const size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
+  // The kept ids are the first k of the order, k where the top-k or the top-p nucleus ends: the walk
+  // over the first `len` ids of an order sets k and the kept weights' sum, or says it needs more.
   size_t k = 0;
-  for (; k < keep; ++k) {
-    mass += e[size_t(order[k])] / sum;
-    kept_sum += e[size_t(order[k])];
-    if (mass >= p_.top_p) {
-      ++k;
-      break;
+  double kept_sum = 0;
+  auto walk = [&](const std::vector<int32_t>& ord, size_t len) {
+    double mass = 0;
+    kept_sum = 0;
+    for (k = 0; k < keep; ++k) {
+      if (k == len) return false;
+      mass += e[size_t(ord[k])] / sum;
+      kept_sum += e[size_t(ord[k])];
+      if (mass >= p_.top_p) {
+        ++k;
+        break;
+      }
+    }
+    return true;
+  };
+  auto emit = [&](const std::vector<int32_t>& ord) {
+    for (size_t i = 0; i < k; ++i) probs[size_t(ord[i])] = float(e[size_t(ord[i])] / kept_sum);
+  };
+  // A nucleus or top-k usually ends within a few hundred ids: order only a prefix. Every id whose
+  // weight is at least the want-th largest, ordered by weight then id, is exactly the first ids of
+  // the whole order (every other weight is smaller). Widened while the walk runs past it; an
+  // eighth of the vocabulary or more is ordered whole (the radix order is cheaper there).
+  if (keep < size_t(n) || p_.top_p < 1.0) {
+    std::vector<float>& sel = scratch_.sel;
+    std::vector<int32_t>& prefix = scratch_.prefix;
+    for (size_t want = std::min(keep, size_t(512)); want > 0 && want < size_t(n) / 8; want *= 4) {
+      // The want-th largest logit's weight (weights do not decrease with logits; computed as e is).
+      sel.assign(logits, logits + n);
+      std::nth_element(sel.begin(), sel.begin() + std::ptrdiff_t(want - 1), sel.end(), std::greater<float>());
+      const double cut = std::exp((double(sel[want - 1]) - m) / p_.temperature);
+      prefix.clear();
+      for (int64_t i = 0; i < n; ++i)
+        if (e[size_t(i)] >= cut) prefix.push_back(int32_t(i));
+      if (prefix.size() >= size_t(n) / 8) break;
+      std::stable_sort(prefix.begin(), prefix.end(),
+                       [&](int32_t a, int32_t b) { return e[size_t(a)] > e[size_t(b)]; });
+      if (walk(prefix, prefix.size())) return emit(prefix);
     }
   }
-  for (size_t i = 0; i < k; ++i) probs[size_t(order[i])] = float(e[size_t(order[i])] / kept_sum);
+  std::vector<int32_t>& order = scratch_.order;
+  order_descending(logits, e, order, scratch_.spare, scratch_.keys, scratch_.spare_keys);
+  walk(order, order.size());
+  emit(order);
 }
 
 int32_t Sampler::draw(std::span<const float> probs) {

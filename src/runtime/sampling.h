@@ -36,7 +36,9 @@ class Sampler {
   struct Scratch {
     std::vector<double> e;
     std::vector<int32_t> order, spare;
-    std::vector<uint64_t> keys, spare_keys;
+    std::vector<uint32_t> keys, spare_keys;
+    std::vector<float> sel;       // the logits, for selecting a prefix's bound
+    std::vector<int32_t> prefix;  // the ids of a nucleus-sized prefix of the order
   };
   mutable Scratch scratch_;
 };

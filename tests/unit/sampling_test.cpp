@@ -2,7 +2,8 @@
 // in a stable descending order of their weights, the top-k and the top-p nucleus taken in that
 // order. The reference below is the definition as the sampler computed it before its radix order
 // (std::stable_sort); the two must agree bit for bit on every probability, so that a seed draws the
-// same tokens.
+// same tokens: with ties, with weights that underflow to zero or to subnormals, and with distinct
+// logits whose weights round to one value (the sampler orders by logit, then such runs by id).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,15 +49,22 @@ TEST(Sampling, DistributionIsItsDefinitionBitForBit) {
                                    {.temperature = 0.7, .top_p = 0.9},
                                    {.temperature = 1.3, .top_k = 40},
                                    {.temperature = 0.2, .top_p = 0.5, .top_k = 1000},
-                                   {.temperature = 50.0}};
+                                   {.temperature = 50.0},
+                                   // A flat distribution: the nucleus is most of the vocabulary.
+                                   {.temperature = 50.0, .top_p = 0.9},
+                                   {.temperature = 1.0, .top_p = 0.999999},
+                                   // Every weight exp(~0) = 1: distinct logits, equal weights, ordered by id.
+                                   {.temperature = 1e30, .top_k = 100}};
   for (int64_t n : {1, 2, 7, 4352, 151936}) {
-    for (int shape = 0; shape < 3; ++shape) {
+    for (int shape = 0; shape < 4; ++shape) {
       std::vector<float> logits(static_cast<size_t>(n));
       for (float& x : logits) x = normal(rng);
       if (shape == 1)  // many equal values: ties keep the lower id first
         for (float& x : logits) x = std::round(x);
       if (shape == 2)  // a few tokens far above the rest: most weights underflow to zero
         for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 997 == 0 ? 900.0f + logits[i] : logits[i];
+      if (shape == 3)  // the rest 720 below: subnormal weights, equal for distinct logits
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 997 == 0 ? logits[i] : -720.0f - 0.001f * float(i % 50);
       for (const SamplingParams& p : params) {
         Sampler s(p);
         std::vector<float> got;
