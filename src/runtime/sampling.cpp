@@ -128,7 +128,8 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   // weight is at least the want-th largest, ordered by weight then id, is exactly the first ids of
   // the whole order (every other weight is smaller). Widened while the walk runs past it; an
   // eighth of the vocabulary or more is ordered whole (the radix order is cheaper there).
-  if (keep < size_t(n) || p_.top_p < 1.0) {
+  // (Not with NaN weights, which no order of weights holds: the radix order of the logits does.)
+  if ((keep < size_t(n) || p_.top_p < 1.0) && !std::isnan(sum)) {
     std::vector<float>& sel = scratch_.sel;
     std::vector<int32_t>& prefix = scratch_.prefix;
     for (size_t want = std::min(keep, size_t(512)); want > 0 && want < size_t(n) / 8; want *= 4) {
@@ -140,8 +141,9 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
       for (int64_t i = 0; i < n; ++i)
         if (e[size_t(i)] >= cut) prefix.push_back(int32_t(i));
       if (prefix.size() >= size_t(n) / 8) break;
-      std::stable_sort(prefix.begin(), prefix.end(),
-                       [&](int32_t a, int32_t b) { return e[size_t(a)] > e[size_t(b)]; });
+      std::sort(prefix.begin(), prefix.end(), [&](int32_t a, int32_t b) {
+        return e[size_t(a)] > e[size_t(b)] || (e[size_t(a)] == e[size_t(b)] && a < b);
+      });
       if (walk(prefix, prefix.size())) return emit(prefix);
     }
   }
