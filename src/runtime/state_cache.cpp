@@ -336,34 +336,32 @@ StateCache::Plan StateCache::plan_for(bool cut, std::span<const int32_t> prompt,
   // The longest usable prefix; ties: the smallest whole entry, then the newest; a part over a
   // whole entry (two files) only where it gives more.
   const size_t none = entries_.size();
+  auto preferred = [&](size_t a, size_t b) {  // whole entry a over b, for the same prefix
+    const Entry &x = entries_[a], &y = entries_[b];
+    return x.bytes < y.bytes || (x.bytes == y.bytes && x.used > y.used);
+  };
   Plan plan{none, none, longer_than};
+  std::vector<size_t> shared(entries_.size(), 0);  // each whole entry's common prefix with the prompt
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (e.part) continue;
-    const size_t common = common_prefix(e.tokens, prompt);
+    const size_t common = shared[i] = common_prefix(e.tokens, prompt);
     size_t use = 0;
     if (cut) use = std::min(common, prompt.size() - 1);
     else if (common == e.tokens.size() && common < prompt.size()) use = common;
     if (use <= longer_than) continue;
-    const Entry* best = plan.whole == none ? nullptr : &entries_[plan.whole];
-    if (!best || use > plan.use ||
-        (use == plan.use && (e.bytes < best->bytes || (e.bytes == best->bytes && e.used > best->used))))
-      plan = {i, none, use};
+    if (plan.whole == none || use > plan.use || (use == plan.use && preferred(i, plan.whole))) plan = {i, none, use};
   }
   if (cut) return plan;
-  // A part of p prompt tokens over the smallest whole state that holds the same p tokens or more.
+  // A part of p prompt tokens over the smallest whole entry that holds the same p tokens or more.
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     const size_t p = e.tokens.size();
     if (!e.part || p <= plan.use || p >= prompt.size() || !std::equal(e.tokens.begin(), e.tokens.end(), prompt.begin()))
       continue;
     size_t base = none;
-    for (size_t k = 0; k < entries_.size(); ++k) {
-      const Entry& w = entries_[k];
-      if (w.part || common_prefix(w.tokens, prompt) < p) continue;
-      if (base == none || w.bytes < entries_[base].bytes || (w.bytes == entries_[base].bytes && w.used > entries_[base].used))
-        base = k;
-    }
+    for (size_t k = 0; k < entries_.size(); ++k)
+      if (!entries_[k].part && shared[k] >= p && (base == none || preferred(k, base))) base = k;
     if (base != none) plan = {base, i, p};
   }
   return plan;
