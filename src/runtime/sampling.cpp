@@ -132,9 +132,9 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   if ((keep < size_t(n) || p_.top_p < 1.0) && !std::isnan(sum)) {
     std::vector<float>& sel = scratch_.sel;
     std::vector<int32_t>& prefix = scratch_.prefix;
+    sel.assign(logits, logits + n);  // nth_element only permutes it: one copy serves every width
     for (size_t want = std::min(keep, size_t(512)); want > 0 && want < size_t(n) / 8; want *= 4) {
       // The want-th largest logit's weight (weights do not decrease with logits; computed as e is).
-      sel.assign(logits, logits + n);
       std::nth_element(sel.begin(), sel.begin() + std::ptrdiff_t(want - 1), sel.end(), std::greater<float>());
       const double cut = std::exp((double(sel[want - 1]) - m) / p_.temperature);
       prefix.clear();
