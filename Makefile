@@ -44,7 +44,7 @@ TSAN_CMAKE = $(SAN_CMAKE)
 # Constraint* and GuidedReplyTest tests.
 ASAN_EXCLUDE ?= TokenizerLargeInput|^e2e\.serve_load$$|^GuidedReplyTest\.RequiredToolCalls
 # The TSan build compiles only the unit sources that hold these suites (SLUICE_UNIT_TEST_SUITES).
-TSAN_SUITES ?= Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance|GrammarConstraint
+TSAN_SUITES ?= Store|Serve|CancelTest|ThreadPool|KernelBatchInvariance|GrammarConstraint|ParallelMasks
 TSAN_TESTS ?= ^($(TSAN_SUITES))|^e2e\.serve_(http|limits)$$
 export ASAN_OPTIONS ?= abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1

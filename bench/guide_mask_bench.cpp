@@ -1,9 +1,13 @@
 // Token-mask cost at a 160k vocabulary in three JSON states: inside a string value (almost every
 // token allowed), where an object key's opening quote is due (few allowed), and inside a number.
-// A fourth state is string contents under maxLength. Each is timed with a fresh MaskCache per call (the first mask in a state never seen) and with a
-// cache reused across calls (the steady state of a decode loop).
+// A fourth state is string contents under maxLength. Each is timed three ways: with a fresh
+// MaskCache per call (the first mask in a state never seen: a walk that learns every transition),
+// asked again with the same cache (the state's mask is memoized: a copy), and writing on: a decode
+// appending a word token 32 times, a mask before each (inside an unbounded string the state comes
+// back after each word, so memo hits; under maxLength each length is a new state, so walks over
+// transitions mostly learnt).
 //
-// usage: guide_mask_bench [tokenizer.json]
+// usage: [SLUICE_MASK_PARTS=N] guide_mask_bench [tokenizer.json]
 // Without an argument the vocabulary is synthetic: 160k distinct byte strings of 1-16 bytes cut
 // from English-like words, numbers, whitespace runs and JSON punctuation, plus all 256 single
 // bytes and some non-ASCII text. With a byte-level BPE tokenizer.json (GPT-2 byte mapping), its
@@ -136,12 +140,38 @@ double ms_per_mask(const Vocabulary& vocab, const Matcher& m, bool reuse, int* a
   return ms;
 }
 
-void run(const char* name, const Vocab& v) {
+// Mean ms per mask while appending `word` (a token's id) 32 times from m, walking in `parts`
+// shares, one ParallelMasks throughout (warmed by m's own mask first, as a decode's caches are);
+// -1 when the word is not allowed there.
+double ms_writing_on(const std::shared_ptr<const Vocabulary>& vocab, Matcher m, int32_t word, int parts) {
+  std::vector<uint64_t> bits;
+  sluice::guide::ParallelMasks masks(vocab, parts);
+  masks.allowed(m, bits);
+  const int steps = 32;
+  double ms = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (!vocab->accept(m, word)) return -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    masks.allowed(m, bits);
+    ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return ms / steps;
+}
+
+void run(const char* name, const Vocab& v, int parts) {
   std::vector<std::string_view> views(v.text.begin(), v.text.end());
   const auto t0 = std::chrono::steady_clock::now();
-  const Vocabulary vocab(views, v.special);
+  const auto shared = std::make_shared<const Vocabulary>(views, v.special);
+  const Vocabulary& vocab = *shared;
   const double build = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%s: %d tokens, %zu trie nodes, built in %.1f ms\n", name, vocab.size(), vocab.nodes(), build);
+  int32_t word = -1;  // the token " the", or the first token of lowercase letters
+  for (int32_t id = 0; id < vocab.size() && word < 0; ++id)
+    if (!vocab.special(id) && vocab.bytes(id) == " the") word = id;
+  for (int32_t id = 0; id < vocab.size() && word < 0; ++id) {
+    const std::string_view b = vocab.bytes(id);
+    if (!vocab.special(id) && b.size() > 1 && b.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == b.npos) word = id;
+  }
   auto g = std::make_shared<const Grammar>(sluice::guide::json_any_object_grammar());
   const struct {
     const char* state;
@@ -162,15 +192,21 @@ void run(const char* name, const Vocab& v) {
     int allowed_cold = 0, allowed_warm = 0;
     const double cold = ms_per_mask(vocab, m, false, &allowed_cold);
     const double warm = ms_per_mask(vocab, m, true, &allowed_warm);
-    std::printf("  %-22s %7d allowed   fresh cache %7.3f ms/mask   reused cache %7.3f ms/mask\n", s.state,
-                allowed_warm, cold, warm);
+    const double on = word >= 0 ? ms_writing_on(shared, m, word, 1) : -1;
+    const double on_parts = word >= 0 ? ms_writing_on(shared, m, word, parts) : -1;
+    std::printf("  %-22s %7d allowed   first %6.3f   again %6.4f   ", s.state, allowed_warm, cold, warm);
+    if (on >= 0) std::printf("writing on %6.4f, in %d shares %6.4f ms/mask\n", on, parts, on_parts);
+    else std::printf("writing on: -\n");
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  run("synthetic", synthetic_vocab(160000));
-  if (argc > 1) run(argv[1], bpe_vocab(argv[1]));
+  // The parallel column's shares: SLUICE_MASK_PARTS, else this machine's default at 160k tokens.
+  const int parts = sluice::guide::default_mask_parts(size_t(1) << 20);
+  std::printf("ms per mask: first (a fresh cache), again (the same state: memoized), writing on (32 word tokens)\n");
+  run("synthetic", synthetic_vocab(160000), parts);
+  if (argc > 1) run(argv[1], bpe_vocab(argv[1]), parts);
   return 0;
 }

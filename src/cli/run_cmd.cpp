@@ -390,7 +390,8 @@ int run(RunArgs& a) {
     }
     if (a.top_logits > 0) j["top_logits"] = std::move(top_logits);
     if (constraint)
-      j["guided"] = {{"masks", constraint->masks()}, {"wait_ms", constraint->wait_seconds() * 1e3},
+      j["guided"] = {{"masks", constraint->masks()}, {"memo_hits", constraint->memo_hits()},
+                     {"mask_parts", constraint->mask_parts()}, {"wait_ms", constraint->wait_seconds() * 1e3},
                      {"complete", constraint->complete()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -419,8 +420,11 @@ int run(RunArgs& a) {
                    r.proposed ? 100.0 * r.accepted / r.proposed : 0.0,
                    r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
     if (constraint)
-      std::fprintf(stderr, "[guided] masks=%llu waited=%.1f ms (%.1f%% of decode) complete=%s\n",
-                   (unsigned long long)constraint->masks(), constraint->wait_seconds() * 1e3,
+      std::fprintf(stderr,
+                   "[guided] masks=%llu (memoized %llu, walks in %d share%s) waited=%.1f ms (%.1f%% of decode) "
+                   "complete=%s\n",
+                   (unsigned long long)constraint->masks(), (unsigned long long)constraint->memo_hits(),
+                   constraint->mask_parts(), constraint->mask_parts() == 1 ? "" : "s", constraint->wait_seconds() * 1e3,
                    100.0 * constraint->wait_seconds() * 1e3 / std::max(r.decode_ms, 1e-9),
                    constraint->complete() ? "yes" : "no");
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());

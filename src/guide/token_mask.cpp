@@ -2,6 +2,7 @@
 #include "guide/token_mask.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -11,6 +12,11 @@ namespace {
 
 // Beyond this many interned states a cache starts over (each state holds a 1 KiB row).
 constexpr size_t kMaxCachedStates = 16384;
+// The memo of whole masks holds at most this many bytes (about 200 masks at a 160k vocabulary) and
+// this many masks.
+constexpr size_t kMemoBytes = size_t(4) << 20, kMemoMasks = 256;
+// Vocabularies with fewer trie nodes walk in one share by default.
+constexpr size_t kParallelNodes = 65536;
 
 uint64_t hash_words(const uint32_t* w, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -29,6 +35,42 @@ void MaskCache::clear() {
   begin_.assign(1, 0);
   next_.clear();
   table_.clear();
+  memo_slot_.clear();
+  memo_state_.clear();
+  memo_bits_.clear();
+  memo_victim_ = 0;
+}
+
+const uint64_t* MaskCache::memo(int32_t state, size_t words) const {
+  if (words != memo_words_ || size_t(state) >= memo_slot_.size() || memo_slot_[size_t(state)] < 0) return nullptr;
+  return memo_bits_.data() + size_t(memo_slot_[size_t(state)]) * words;
+}
+
+void MaskCache::remember(int32_t state, const std::vector<uint64_t>& bits) {
+  const size_t words = bits.size();
+  if (words == 0) return;
+  if (words != memo_words_) {
+    memo_slot_.clear();
+    memo_state_.clear();
+    memo_bits_.clear();
+    memo_victim_ = 0;
+    memo_words_ = words;
+  }
+  const size_t slots = std::clamp<size_t>(kMemoBytes / (words * 8), 1, kMemoMasks);
+  size_t slot;
+  if (memo_state_.size() < slots) {
+    slot = memo_state_.size();
+    memo_state_.push_back(state);
+    memo_bits_.resize(memo_bits_.size() + words);
+  } else {
+    slot = memo_victim_;
+    memo_victim_ = (memo_victim_ + 1) % slots;
+    memo_slot_[size_t(memo_state_[slot])] = -1;
+    memo_state_[slot] = state;
+  }
+  if (memo_slot_.size() <= size_t(state)) memo_slot_.resize(size_t(state) + 1, -1);
+  memo_slot_[size_t(state)] = int32_t(slot);
+  std::copy(bits.begin(), bits.end(), memo_bits_.begin() + ptrdiff_t(slot * words));
 }
 
 int32_t MaskCache::intern(const std::vector<uint32_t>& words) {
@@ -111,31 +153,57 @@ Vocabulary::Vocabulary(const std::vector<std::string_view>& tokens, const std::v
   node_tokens_.push_back(uint32_t(token_ids_.size()));
 }
 
-void Vocabulary::allowed(const Matcher& m, std::vector<uint64_t>& bits, MaskCache& cache) const {
+int32_t Vocabulary::enter(const Matcher& m, std::vector<uint64_t>& bits, MaskCache& cache, bool* hit) const {
   const Grammar& g = m.grammar();
   if (cache.serial_ != g.serial || cache.states() > kMaxCachedStates) {
     cache.clear();
     cache.serial_ = g.serial;
   }
+  const size_t words = (size_t(size()) + 63) / 64;
+  // The mask is a function of the start state alone (the grammar and the vocabulary are fixed).
+  const int32_t first = cache.intern(m.snapshot().words);
+  const uint64_t* memo = cache.memo(first, words);
+  *hit = memo != nullptr;
+  if (memo) {
+    bits.assign(memo, memo + words);
+    ++cache.memo_hits_;
+  } else {
+    ++cache.walks_;
+    bits.assign(words, 0);
+  }
+  return first;
+}
+
+void Vocabulary::token_terminals(const Matcher& m, uint64_t* out) const {
+  const Grammar& g = m.grammar();
   const std::vector<uint32_t>& start = m.snapshot().words;
-  bits.assign((size_t(size()) + 63) / 64, 0);
-  // Token terminals the grammar expects now.
   for (size_t i = 1; i < start.size(); i += start[i] + 1) {
     const Element e = g.elements[start[i + start[i]]];
-    if (e.op == Op::Token && e.arg < uint32_t(size())) bits[e.arg >> 6] |= uint64_t(1) << (e.arg & 63);
+    if (e.op == Op::Token && e.arg < uint32_t(size())) out[e.arg >> 6] |= uint64_t(1) << (e.arg & 63);
   }
-  if (start.size() == 1) return;  // no stacks: no byte can follow
+}
+
+void Vocabulary::allowed(const Matcher& m, std::vector<uint64_t>& bits, MaskCache& cache) const {
+  bool hit = false;
+  const int32_t first = enter(m, bits, cache, &hit);
+  if (hit) return;
+  token_terminals(m, bits.data());
+  // With no stacks no byte can follow.
+  if (m.snapshot().words.size() > 1) walk(cache, m.grammar(), first, bits.data(), 0, node_byte_.size());
+  cache.remember(first, bits);
+}
+
+void Vocabulary::walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_t* out, size_t begin,
+                      size_t end) const {
   std::vector<int32_t>& at = cache.depth_state_;
   at.resize(max_depth_ + 1);
-  at[0] = cache.intern(start);
-  const size_t n = node_byte_.size();
+  at[0] = first;
   const uint8_t* byte = node_byte_.data();
   const uint32_t* depth = node_depth_.data();
   const uint32_t* skip = node_skip_.data();
   const uint32_t* tok = node_tokens_.data();
   const int32_t* ids = token_ids_.data();
-  uint64_t* out = bits.data();
-  for (size_t i = 0; i < n;) {
+  for (size_t i = begin; i < end;) {
     const int32_t from = at[depth[i] - 1];
     int32_t to = cache.next_[size_t(from) * 256 + byte[i]];
     if (to == MaskCache::kUnknown) to = cache.next(g, from, byte[i]);
@@ -162,6 +230,86 @@ bool Vocabulary::allows(const Matcher& m, int32_t id) const {
 bool Vocabulary::accept(Matcher& m, int32_t id) const {
   SLUICE_CHECK(id >= 0 && id < size(), "vocabulary: token id ", id, " outside [0, ", size(), ")");
   return m.accept_token(id, bytes(id), special(id));
+}
+
+int default_mask_parts(size_t trie_nodes) {
+  if (const char* env = std::getenv("SLUICE_MASK_PARTS"); env && *env) {
+    const int parts = std::atoi(env);
+    SLUICE_CHECK(parts >= 1 && parts <= 64, "SLUICE_MASK_PARTS=", env, ": expected a share count from 1 to 64");
+    return parts;
+  }
+  // A small vocabulary's walk (4,352 tokens: ~0.1 ms) costs less than waking the helpers.
+  if (trie_nodes < kParallelNodes) return 1;
+  return std::clamp(int(std::thread::hardware_concurrency() / 4), 1, 4);
+}
+
+ParallelMasks::ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts) : vocab_(std::move(vocab)) {
+  SLUICE_CHECK(parts >= 1, "parallel masks: ", parts, " shares");
+  // Shares of about equal node counts, cut where a first byte's subtree begins.
+  const size_t n = vocab_->nodes();
+  bounds_.push_back(0);
+  for (int k = 1; k < parts; ++k) {
+    size_t cut = std::max(bounds_.back(), n * size_t(k) / size_t(parts));
+    while (cut < n && vocab_->node_depth_[cut] != 1) ++cut;
+    if (cut > bounds_.back() && cut < n) bounds_.push_back(cut);
+  }
+  bounds_.push_back(n);
+  caches_.resize(bounds_.size() - 1);
+  shares_.resize(caches_.size());
+  for (size_t k = 1; k < caches_.size(); ++k) helpers_.emplace_back([this, k] { help(k); });
+}
+
+ParallelMasks::~ParallelMasks() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : helpers_) t.join();
+}
+
+void ParallelMasks::help(size_t k) {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || round_ != seen; });
+    if (stop_) return;
+    seen = round_;
+    const Matcher& m = *job_;
+    lock.unlock();
+    bool hit = false;  // this share's cache memoizes nothing (remember() is never called on it)
+    const int32_t first = vocab_->enter(m, shares_[k], caches_[k], &hit);
+    vocab_->walk(caches_[k], m.grammar(), first, shares_[k].data(), bounds_[k], bounds_[k + 1]);
+    lock.lock();
+    if (--pending_ == 0) cv_.notify_all();
+  }
+}
+
+void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
+  const Vocabulary& v = *vocab_;
+  MaskCache& cache = caches_[0];
+  bool hit = false;
+  const int32_t first = v.enter(m, bits, cache, &hit);
+  if (hit) return;
+  v.token_terminals(m, bits.data());
+  if (m.snapshot().words.size() > 1) {
+    if (!helpers_.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = &m;
+      pending_ = helpers_.size();
+      ++round_;
+    }
+    cv_.notify_all();
+    v.walk(cache, m.grammar(), first, bits.data(), bounds_[0], bounds_[1]);
+    if (!helpers_.empty()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return pending_ == 0; });
+      job_ = nullptr;
+    }
+    for (size_t k = 1; k < shares_.size(); ++k)
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= shares_[k][w];
+  }
+  cache.remember(first, bits);
 }
 
 }  // namespace sluice::guide

@@ -22,9 +22,10 @@ std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Token
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab,
                                      std::shared_ptr<const guide::Grammar> grammar, std::vector<int32_t> eos_ids,
-                                     int32_t starts_after)
+                                     int32_t starts_after, int mask_parts)
     : vocab_(std::move(vocab)),
       matcher_(std::move(grammar)),
+      mask_parts_(mask_parts > 0 ? mask_parts : guide::default_mask_parts(vocab_->nodes())),
       eos_(std::move(eos_ids)),
       starts_after_(starts_after),
       active_(starts_after < 0) {
@@ -97,7 +98,7 @@ void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {
 }
 
 void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
-  ++masks_;
+  ++masks_computed_;
   auto set = [&](int32_t t) {
     if (t >= 0 && size_t(t >> 6) < bits.size()) bits[size_t(t >> 6)] |= uint64_t(1) << (t & 63);
   };
@@ -106,7 +107,10 @@ void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
     for (int32_t e : eos_) set(e);
     return;
   }
-  if (active_) vocab_->allowed(matcher_, bits, cache_);
+  if (active_) {
+    if (!masks_) masks_ = std::make_unique<guide::ParallelMasks>(vocab_, mask_parts_);
+    masks_->allowed(matcher_, bits);
+  }
   else std::fill(bits.begin(), bits.end(), ~uint64_t(0));  // free reasoning: anything but an end
   // An end token is allowed exactly where the grammar's sentence is complete (never in reasoning),
   // whatever the grammar says of it.

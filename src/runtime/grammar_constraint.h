@@ -29,8 +29,10 @@ std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Token
 
 class GrammarConstraint : public TokenConstraint {
  public:
+  // A full mask is walked in `mask_parts` shares at once (guide::ParallelMasks; 0: this machine's
+  // guide::default_mask_parts() for the vocabulary).
   GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab, std::shared_ptr<const guide::Grammar> grammar,
-                    std::vector<int32_t> eos_ids, int32_t starts_after = -1);
+                    std::vector<int32_t> eos_ids, int32_t starts_after = -1, int mask_parts = 0);
   void allowed(std::vector<uint64_t>& bits) override;
   bool allows(int32_t token) override;
   void accept(int32_t token) override;
@@ -48,7 +50,11 @@ class GrammarConstraint : public TokenConstraint {
   // Masks computed (full vocabulary walks), for --stats and the benchmark, and the host time the
   // caller waited in this constraint (masks, checks and steps; a mask computed ahead counts only
   // for what was still left of it when asked for).
-  uint64_t masks() const { return masks_; }
+  uint64_t masks() const { return masks_computed_; }
+  // Of those, the ones answered by the memo of whole masks (guide::MaskCache).
+  uint64_t memo_hits() const { return masks_ ? masks_->cache().memo_hits() : 0; }
+  // The shares a walk is split into (guide::ParallelMasks::parts once one was made).
+  int mask_parts() const { return masks_ ? masks_->parts() : mask_parts_; }
   double wait_seconds() const { return wait_s_; }
 
  private:
@@ -59,14 +65,15 @@ class GrammarConstraint : public TokenConstraint {
 
   std::shared_ptr<const guide::Vocabulary> vocab_;
   guide::Matcher matcher_;
-  guide::MaskCache cache_;
+  int mask_parts_;
+  std::unique_ptr<guide::ParallelMasks> masks_;  // made at the first full mask
   std::vector<int32_t> eos_;
   int32_t starts_after_;
   bool active_;
   bool ended_ = false;  // an end-of-sequence token was accepted
   guide::MatcherState saved_;
   bool saved_active_ = false, saved_ended_ = false;
-  uint64_t masks_ = 0;
+  uint64_t masks_computed_ = 0;
   double wait_s_ = 0;
   std::thread worker_;
   std::mutex mu_;

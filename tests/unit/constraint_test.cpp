@@ -234,8 +234,9 @@ namespace {
 
 // A grammar constraint's mask computed ahead on its own thread (prepare(), while a pass runs)
 // equals the one computed when asked, step after step; end tokens only where the grammar may end,
-// and nothing but them once it is finished. (In the TSan build too: the thread's reads of the
-// matcher race with nothing.)
+// and nothing but them once it is finished. The one ahead walks in three shares (three threads),
+// the one asked in one. (In the TSan build too: the threads' reads of the matcher race with
+// nothing.)
 TEST(GrammarConstraint, MasksComputedAheadEqualMasksComputedWhenAsked) {
   const std::vector<std::string> pieces = {"{", "}", "\"", "a", "b", "ab", ":", ",", " ", "1", "12", "\"a\"", "", ""};
   std::vector<std::string_view> views(pieces.begin(), pieces.end());
@@ -245,7 +246,7 @@ TEST(GrammarConstraint, MasksComputedAheadEqualMasksComputedWhenAsked) {
   auto grammar = std::make_shared<const guide::Grammar>(guide::parse_gbnf(
       R"(root ::= "{" ( pair ( "," pair )* )? "}"
 pair ::= "\"" [ab]+ "\"" ":" " "? [0-9]+)"));
-  runtime::GrammarConstraint ahead(vocab, grammar, {13}), asked(vocab, grammar, {13});
+  runtime::GrammarConstraint ahead(vocab, grammar, {13}, -1, 3), asked(vocab, grammar, {13}, -1, 1);
   std::vector<uint64_t> a(1), b(1);
   uint64_t rng = 7;
   int steps = 0;
@@ -269,6 +270,8 @@ pair ::= "\"" [ab]+ "\"" ":" " "? [0-9]+)"));
     asked.accept(t);
   }
   EXPECT_GT(steps, 3);
+  EXPECT_EQ(ahead.mask_parts(), 3);
+  EXPECT_EQ(asked.mask_parts(), 1);
   EXPECT_TRUE(ahead.complete());
   ahead.accept(13);
   ahead.allowed(a);

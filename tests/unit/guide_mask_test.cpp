@@ -1,6 +1,8 @@
 // guide/token_mask: masks must equal a brute-force per-token check (copy the matcher, feed the
 // token) on random vocabularies and random grammar states, with and without a reused cache; and
-// random generation driven by the masks must end in valid sentences.
+// random generation driven by the masks must end in valid sentences; masks answered from the
+// cache's memo of whole masks (hits, and after evictions) must equal fresh walks; masks walked in
+// shares on several threads (ParallelMasks) must equal them too.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -208,6 +210,89 @@ TEST(GuideMask, MaskDrivenGenerationEndsInValidJson) {
     EXPECT_TRUE(doc.is_object()) << text;
   }
   EXPECT_GT(ended, 10);
+}
+
+TEST(GuideMask, MemoizedMasksEqualFreshWalksThroughHitsAndEvictions) {
+  const TestVocab v = random_vocab(3000, 21);
+  std::vector<uint64_t> bits, fresh;
+  // Unbounded strings return to one state token after token: a mask-driven walk hits the memo.
+  {
+    const auto any = std::make_shared<const Grammar>(sluice::guide::json_any_object_grammar());
+    std::mt19937_64 rng(3);
+    MaskCache cache;
+    for (int run = 0; run < 4; ++run) {
+      Matcher m(any);
+      for (int step = 0; step < 300 && !m.finished(); ++step) {
+        v.vocab->allowed(m, bits, cache);
+        v.vocab->allowed(m, fresh);
+        ASSERT_EQ(bits, fresh) << "step " << step << " after " << cache.memo_hits() << " hits";
+        std::vector<int32_t> ids;
+        for (int32_t id = 0; id < v.vocab->size(); ++id)
+          if ((bits[size_t(id) >> 6] >> (id & 63)) & 1) ids.push_back(id);
+        ASSERT_FALSE(ids.empty());
+        int32_t pick = ids[rng() % ids.size()];  // mostly plain letters, so strings grow long
+        for (int32_t id : ids)
+          if (rng() % 4 != 0 && (v.text[id] == "a" || v.text[id] == "name" || v.text[id] == "x")) pick = id;
+        ASSERT_TRUE(v.vocab->accept(m, pick));
+      }
+    }
+    EXPECT_GT(cache.memo_hits(), 100u);
+  }
+  // A bounded string counts its characters, so each length is a state of its own: 300 of them
+  // overflow the memo's 256 slots. Forward twice (every mask a walk, each evicting the oldest),
+  // then backward (the newest 256 answered from the memo).
+  const auto bounded = std::make_shared<const Grammar>(sluice::guide::json_schema_grammar(
+      nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"note": {"type": "string", "maxLength": 400}},
+                                        "required": ["note"], "additionalProperties": false})")));
+  std::vector<Matcher> states;
+  for (int k = 0; k < 300; ++k) {
+    Matcher m(bounded);
+    ASSERT_TRUE(m.accept_bytes("{\"note\": \"" + std::string(size_t(k), 'a')));
+    states.push_back(m);
+  }
+  MaskCache cache;
+  std::vector<int> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int k = 0; k < 300; ++k) order.push_back(k);
+  for (int k = 299; k >= 0; --k) order.push_back(k);
+  for (int k : order) {
+    v.vocab->allowed(states[size_t(k)], bits, cache);
+    v.vocab->allowed(states[size_t(k)], fresh);
+    ASSERT_EQ(bits, fresh) << "length " << k << " after " << cache.walks() << " walks, " << cache.memo_hits() << " hits";
+  }
+  EXPECT_EQ(cache.walks(), 600u + 300u - 256u);
+  EXPECT_EQ(cache.memo_hits(), 256u);
+}
+
+// Every state masked twice (a walk, then the memo) by 1-4 and 7 shares on as many threads equals
+// the brute-force mask. (Also in the TSan build: the helpers share the vocabulary and the matcher,
+// read only, and write only their own share's bits and cache.)
+TEST(ParallelMasks, EqualOneWalkForEveryShareCount) {
+  const TestVocab v = random_vocab(3000, 8);
+  const int32_t first_special = v.vocab->size() - 8;
+  const auto grammars = test_grammars(first_special);
+  std::vector<std::vector<Matcher>> states;
+  std::vector<std::vector<std::vector<uint64_t>>> want;
+  for (size_t k = 0; k < grammars.size(); ++k) {
+    states.push_back(random_states(grammars[k], 12, 40 + k, first_special, k == 2));
+    want.emplace_back();
+    for (const Matcher& m : states.back()) want.back().push_back(brute_force(*v.vocab, m));
+  }
+  std::shared_ptr<const Vocabulary> shared(v.vocab.get(), [](const Vocabulary*) {});
+  std::vector<uint64_t> bits;
+  for (int parts : {1, 2, 3, 4, 7}) {
+    sluice::guide::ParallelMasks masks(shared, parts);
+    EXPECT_EQ(masks.parts(), parts);
+    for (int round = 0; round < 2; ++round)
+      for (size_t k = 0; k < states.size(); ++k)
+        for (size_t i = 0; i < states[k].size(); ++i) {
+          masks.allowed(states[k][i], bits);
+          ASSERT_EQ(bits, want[k][i]) << parts << " shares, grammar " << k << ", state " << i << ", round " << round;
+        }
+    EXPECT_GT(masks.cache().memo_hits(), 0u);
+  }
+  EXPECT_NE(sluice::testing::expect_error_of([&] { sluice::guide::ParallelMasks(shared, 0); }).find("0 shares"),
+            std::string::npos);
 }
 
 }  // namespace
