@@ -119,7 +119,9 @@ void add_sampling_flags(CLI::App* sub, ModelFlags& f) {
   sub->add_option("--temperature", f.sampling.temperature, "Sampling temperature (0 = greedy)")
       ->default_val(0.0)
       ->transform(number_in(0, 1e6));
-  f.top_p_opt = sub->add_option("--top-p", f.sampling.top_p, "Nucleus sampling mass (with --temperature)")
+  f.top_p_opt = sub->add_option("--top-p", f.sampling.top_p,
+                                "Nucleus sampling mass: the fewest most likely tokens whose probabilities reach it "
+                                "(1 = every token; with --temperature)")
                     ->default_val(1.0)
                     ->transform(positive_number(1));
   f.top_k_opt = sub->add_option("--top-k", f.sampling.top_k, "Sample among the k most likely tokens (0 = all; with --temperature)")

@@ -96,13 +96,20 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
     return;
   }
   // Softmax at temperature in double, then keep the top-k and the top-p nucleus (ties keep the
-  // lower id first, so the kept set is deterministic).
+  // lower id first, so the kept set is deterministic). top_p 1 is no nucleus (as transformers and
+  // vLLM read it), not a cut where the sum of the ordered probabilities first rounds to 1: every
+  // token keeps its weight, and without a top-k no order is needed at all.
   double m = *std::max_element(logits, logits + n);
   std::vector<double>& e = scratch_.e;
   e.resize(size_t(n));
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[i]) - m) / p_.temperature);
   const size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
+  const bool nucleus = p_.top_p < 1.0;
+  if (keep == size_t(n) && !nucleus) {
+    for (int64_t i = 0; i < n; ++i) probs[size_t(i)] = float(e[size_t(i)] / sum);
+    return;
+  }
   // The kept ids are the first k of the order, k where the top-k or the top-p nucleus ends: the walk
   // over the first `len` ids of an order sets k and the kept weights' sum, or says it needs more.
   size_t k = 0;
@@ -114,7 +121,7 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
       if (k == len) return false;
       mass += e[size_t(ord[k])] / sum;
       kept_sum += e[size_t(ord[k])];
-      if (mass >= p_.top_p) {
+      if (nucleus && mass >= p_.top_p) {
         ++k;
         break;
       }
@@ -129,7 +136,7 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   // the whole order (every other weight is smaller). Widened while the walk runs past it; an
   // eighth of the vocabulary or more is ordered whole (the radix order is cheaper there).
   // (Not with NaN weights, which no order of weights holds: the radix order of the logits does.)
-  if ((keep < size_t(n) || p_.top_p < 1.0) && !std::isnan(sum)) {
+  if (!std::isnan(sum)) {
     std::vector<float>& sel = scratch_.sel;
     std::vector<int32_t>& prefix = scratch_.prefix;
     sel.assign(logits, logits + n);  // nth_element only permutes it: one copy serves every width

@@ -1,6 +1,7 @@
 // The sampler's distribution against its definition: a softmax at temperature in double, the ids
 // in a stable descending order of their weights, the top-k and the top-p nucleus taken in that
-// order. The reference below is the definition as the sampler computed it before its radix order
+// order; top_p 1 is no nucleus, and with no top-k either every weight over their sum in id order.
+// The reference below is the definition as the sampler computed it before its radix order
 // (std::stable_sort); the two must agree bit for bit on every probability, so that a seed draws the
 // same tokens: with ties, with weights that underflow to zero or to subnormals, and with distinct
 // logits whose weights round to one value (the sampler orders by logit, then such runs by id).
@@ -24,6 +25,10 @@ std::vector<float> reference(const std::vector<float>& logits, const SamplingPar
   std::vector<double> e(static_cast<size_t>(n));
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[size_t(i)]) - m) / p.temperature);
+  if (p.top_k == 0 && p.top_p >= 1.0) {
+    for (int64_t i = 0; i < n; ++i) probs[size_t(i)] = float(e[size_t(i)] / sum);
+    return probs;
+  }
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return e[size_t(a)] > e[size_t(b)]; });
@@ -33,7 +38,7 @@ std::vector<float> reference(const std::vector<float>& logits, const SamplingPar
   for (; k < keep; ++k) {
     mass += e[size_t(order[k])] / sum;
     kept_sum += e[size_t(order[k])];
-    if (mass >= p.top_p) {
+    if (p.top_p < 1.0 && mass >= p.top_p) {
       ++k;
       break;
     }
@@ -48,6 +53,7 @@ TEST(Sampling, DistributionIsItsDefinitionBitForBit) {
   const SamplingParams params[] = {{.temperature = 1.0},
                                    {.temperature = 0.7, .top_p = 0.9},
                                    {.temperature = 1.3, .top_k = 40},
+                                   {.temperature = 1.0, .top_k = 151935},  // every id but one, top_p 1
                                    {.temperature = 0.2, .top_p = 0.5, .top_k = 1000},
                                    {.temperature = 50.0},
                                    // A flat distribution: the nucleus is most of the vocabulary.
