@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
+#include <utility>
 
 #include "core/error.h"
 
@@ -277,10 +279,16 @@ void ParallelMasks::help(size_t k) {
     seen = round_;
     const Matcher& m = *job_;
     lock.unlock();
-    bool hit = false;  // this share's cache memoizes nothing (remember() is never called on it)
-    const int32_t first = vocab_->enter(m, shares_[k], caches_[k], &hit);
-    vocab_->walk(caches_[k], m.grammar(), first, shares_[k].data(), bounds_[k], bounds_[k + 1]);
+    std::exception_ptr error;
+    try {
+      bool hit = false;  // this share's cache memoizes nothing (remember() is never called on it)
+      const int32_t first = vocab_->enter(m, shares_[k], caches_[k], &hit);
+      vocab_->walk(caches_[k], m.grammar(), first, shares_[k].data(), bounds_[k], bounds_[k + 1]);
+    } catch (...) {
+      error = std::current_exception();
+    }
     lock.lock();
+    if (error && !error_) error_ = error;
     if (--pending_ == 0) cv_.notify_all();
   }
 }
@@ -300,12 +308,21 @@ void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
       ++round_;
     }
     cv_.notify_all();
-    v.walk(cache, m.grammar(), first, bits.data(), bounds_[0], bounds_[1]);
+    // The helpers read m until they are done: wait for them even when this share fails.
+    std::exception_ptr error;
+    try {
+      v.walk(cache, m.grammar(), first, bits.data(), bounds_[0], bounds_[1]);
+    } catch (...) {
+      error = std::current_exception();
+    }
     if (!helpers_.empty()) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return pending_ == 0; });
       job_ = nullptr;
+      if (!error) error = std::exchange(error_, nullptr);
+      error_ = nullptr;
     }
+    if (error) std::rethrow_exception(error);
     for (size_t k = 1; k < shares_.size(); ++k)
       for (size_t w = 0; w < bits.size(); ++w) bits[w] |= shares_[k][w];
   }

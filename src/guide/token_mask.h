@@ -12,6 +12,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -133,6 +134,7 @@ class ParallelMasks {
   const Matcher* job_ = nullptr;  // the matcher being masked (mu_)
   uint64_t round_ = 0;            // bumped per mask handed to the helpers (mu_)
   size_t pending_ = 0;            // helpers still walking this round (mu_)
+  std::exception_ptr error_;      // the first helper's failure this round, rethrown by allowed() (mu_)
   bool stop_ = false;             // (mu_)
 };
 
