@@ -56,7 +56,7 @@ test-asan: deps
 	cmake -S . -B build/asan -G Ninja $(SAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_ASAN)" \
 	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_ASAN)"
 	cmake --build build/asan -j $(JOBS) --target sluice unit_tests
-	cd build/asan && SLUICE_CRASH_POINTS=6 SLUICE_CRASH_ALL_COMMITS=0 ctest --output-on-failure -j $(JOBS) -LE fuzz -E '$(ASAN_EXCLUDE)'
+	cd build/asan && SLUICE_CRASH_POINTS=6 SLUICE_CRASH_ALL_COMMITS=0 SLUICE_E2E_SMALL=1 ctest --output-on-failure -j $(JOBS) -LE fuzz -E '$(ASAN_EXCLUDE)'
 
 test-tsan: deps
 	cmake -S . -B build/tsan -G Ninja $(TSAN_CMAKE) "-DCMAKE_CXX_FLAGS=$(SAN_TSAN)" \
