@@ -39,6 +39,22 @@ double Sampler::uniform() {
 
 namespace {
 
+// The logits' 32-bit order keys: ascending with the float's value (negative: all bits flipped;
+// positive: the sign bit set); NaNs above +inf.
+inline uint32_t ascending_key(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+// The smallest float whose order key is `key` (the inverse of ascending_key).
+inline float from_key(uint32_t key) {
+  const uint32_t bits = (key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key;
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
 // The ids 0..n-1 ordered by e descending, equal values by ascending id: the order a stable sort by
 // e gives. e = exp((logit - max) / T) does not decrease with the logit, so the ids are ordered by
 // their logits (an LSD radix sort of 32-bit keys: three passes, where the weights' 64-bit patterns
@@ -55,11 +71,7 @@ void order_descending(const float* logits, const std::vector<double>& e, std::ve
   keys.resize(n);
   spare_keys.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &logits[i], sizeof bits);
-    // Ascending with the float's value (negative: all bits flipped; positive: the sign bit set),
-    // complemented for descending.
-    keys[i] = ~((bits & 0x80000000u) ? ~bits : bits | 0x80000000u);
+    keys[i] = ~ascending_key(logits[i]);  // complemented for descending
     order[i] = int32_t(i);
   }
   constexpr int kBits = 11;
@@ -132,18 +144,26 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
     for (size_t i = 0; i < k; ++i) probs[size_t(ord[i])] = float(e[size_t(ord[i])] / kept_sum);
   };
   // A nucleus or top-k usually ends within a few hundred ids: order only a prefix. Every id whose
-  // weight is at least the want-th largest, ordered by weight then id, is exactly the first ids of
-  // the whole order (every other weight is smaller). Widened while the walk runs past it; an
-  // eighth of the vocabulary or more is ordered whole (the radix order is cheaper there).
-  // (Not with NaN weights, which no order of weights holds: the radix order of the logits does.)
+  // weight is at least some bound's weight, ordered by weight then id, is exactly the first ids of
+  // the whole order (every other weight is smaller). The bound is the lower edge of the bucket that
+  // holds the want-th largest logit in a histogram of their keys' top 16 bits (buckets 1/128 of a
+  // power of two wide), so the prefix holds the want largest and that bucket's other ids; it is
+  // widened while the walk runs past it, and an eighth of the vocabulary or more is ordered whole
+  // (the radix order is cheaper there). (Not with NaN weights, which no order of weights holds:
+  // the radix order of the logits does.)
   if (!std::isnan(sum)) {
-    std::vector<float>& sel = scratch_.sel;
+    std::vector<uint32_t>& hist = scratch_.hist;
     std::vector<int32_t>& prefix = scratch_.prefix;
-    sel.assign(logits, logits + n);  // nth_element only permutes it: one copy serves every width
+    hist.assign(size_t(1) << 16, 0);
+    for (int64_t i = 0; i < n; ++i) ++hist[ascending_key(logits[i]) >> 16];
+    size_t bucket = hist.size(), above = 0;  // ids in buckets >= bucket
     for (size_t want = std::min(keep, size_t(512)); want > 0 && want < size_t(n) / 8; want *= 4) {
-      // The want-th largest logit's weight (weights do not decrease with logits; computed as e is).
-      std::nth_element(sel.begin(), sel.begin() + std::ptrdiff_t(want - 1), sel.end(), std::greater<float>());
-      const double cut = std::exp((double(sel[want - 1]) - m) / p_.temperature);
+      while (above < want && bucket > 0) above += hist[--bucket];
+      if (above >= size_t(n) / 8) break;
+      float bound = from_key(uint32_t(bucket) << 16);
+      if (std::isnan(bound)) bound = -INFINITY;  // the bucket of -inf starts at NaN patterns
+      // The bound's weight, computed as e is (weights do not decrease with logits).
+      const double cut = std::exp((double(bound) - m) / p_.temperature);
       prefix.clear();
       for (int64_t i = 0; i < n; ++i)
         if (e[size_t(i)] >= cut) prefix.push_back(int32_t(i));

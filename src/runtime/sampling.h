@@ -37,7 +37,7 @@ class Sampler {
     std::vector<double> e;
     std::vector<int32_t> order, spare;
     std::vector<uint32_t> keys, spare_keys;
-    std::vector<float> sel;       // the logits, for selecting a prefix's bound
+    std::vector<uint32_t> hist;   // the logits' key histogram, for a prefix's bound
     std::vector<int32_t> prefix;  // the ids of a nucleus-sized prefix of the order
   };
   mutable Scratch scratch_;

@@ -3,8 +3,9 @@
 // order; top_p 1 is no nucleus, and with no top-k either every weight over their sum in id order.
 // The reference below is the definition as the sampler computed it before its radix order
 // (std::stable_sort); the two must agree bit for bit on every probability, so that a seed draws the
-// same tokens: with ties, with weights that underflow to zero or to subnormals, and with distinct
-// logits whose weights round to one value (the sampler orders by logit, then such runs by id).
+// same tokens: with ties, with weights that underflow to zero or to subnormals, with distinct
+// logits whose weights round to one value (the sampler orders by logit, then such runs by id), and
+// with most logits -inf (a grammar's mask).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,7 +63,7 @@ TEST(Sampling, DistributionIsItsDefinitionBitForBit) {
                                    // Every weight exp(~0) = 1: distinct logits, equal weights, ordered by id.
                                    {.temperature = 1e30, .top_k = 100}};
   for (int64_t n : {1, 2, 7, 4352, 151936}) {
-    for (int shape = 0; shape < 4; ++shape) {
+    for (int shape = 0; shape < 5; ++shape) {
       std::vector<float> logits(static_cast<size_t>(n));
       for (float& x : logits) x = normal(rng);
       if (shape == 1)  // many equal values: ties keep the lower id first
@@ -71,6 +72,8 @@ TEST(Sampling, DistributionIsItsDefinitionBitForBit) {
         for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 997 == 0 ? 900.0f + logits[i] : logits[i];
       if (shape == 3)  // the rest 720 below: subnormal weights, equal for distinct logits
         for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 997 == 0 ? logits[i] : -720.0f - 0.001f * float(i % 50);
+      if (shape == 4)  // masked as a grammar masks them: most logits -inf
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 13 == 0 ? logits[i] : -INFINITY;
       for (const SamplingParams& p : params) {
         Sampler s(p);
         std::vector<float> got;
