@@ -151,13 +151,14 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   // widened while the walk runs past it, and an eighth of the vocabulary or more is ordered whole
   // (the radix order is cheaper there). (Not with NaN weights, which no order of weights holds:
   // the radix order of the logits does.)
-  if (!std::isnan(sum)) {
+  const size_t first_want = std::min(keep, size_t(512));
+  if (!std::isnan(sum) && first_want < size_t(n) / 8) {
     std::vector<uint32_t>& hist = scratch_.hist;
     std::vector<int32_t>& prefix = scratch_.prefix;
     hist.assign(size_t(1) << 16, 0);
     for (int64_t i = 0; i < n; ++i) ++hist[ascending_key(logits[i]) >> 16];
     size_t bucket = hist.size(), above = 0;  // ids in buckets >= bucket
-    for (size_t want = std::min(keep, size_t(512)); want > 0 && want < size_t(n) / 8; want *= 4) {
+    for (size_t want = first_want; want > 0 && want < size_t(n) / 8; want *= 4) {
       while (above < want && bucket > 0) above += hist[--bucket];
       if (above >= size_t(n) / 8) break;
       float bound = from_key(uint32_t(bucket) << 16);
