@@ -55,7 +55,7 @@ GrammarConstraint::~GrammarConstraint() {
   worker_.join();
 }
 
-void GrammarConstraint::join() {
+void GrammarConstraint::join() const {
   if (!worker_.joinable()) return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !job_; });

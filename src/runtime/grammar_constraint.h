@@ -50,17 +50,27 @@ class GrammarConstraint : public TokenConstraint {
   // Masks computed (full vocabulary walks), for --stats and the benchmark, and the host time the
   // caller waited in this constraint (masks, checks and steps; a mask computed ahead counts only
   // for what was still left of it when asked for).
-  uint64_t masks() const { return masks_computed_; }
+  // (Each waits for a mask being computed ahead, which changes them.)
+  uint64_t masks() const {
+    join();
+    return masks_computed_;
+  }
   // Of those, the ones answered by the memo of whole masks (guide::MaskCache).
-  uint64_t memo_hits() const { return masks_ ? masks_->cache().memo_hits() : 0; }
+  uint64_t memo_hits() const {
+    join();
+    return masks_ ? masks_->cache().memo_hits() : 0;
+  }
   // The shares a walk is split into (guide::ParallelMasks::parts once one was made).
-  int mask_parts() const { return masks_ ? masks_->parts() : mask_parts_; }
+  int mask_parts() const {
+    join();
+    return masks_ ? masks_->parts() : mask_parts_;
+  }
   double wait_seconds() const { return wait_s_; }
 
  private:
   bool is_eos(int32_t t) const;
   void compute(std::vector<uint64_t>& bits);  // the mask at the current position
-  void join();                                // waits for prepare()'s mask, if one is running
+  void join() const;                          // waits for prepare()'s mask, if one is running
   void work();                                // the worker: computes ahead_ whenever job_ is set
 
   std::shared_ptr<const guide::Vocabulary> vocab_;
@@ -76,8 +86,8 @@ class GrammarConstraint : public TokenConstraint {
   uint64_t masks_computed_ = 0;
   double wait_s_ = 0;
   std::thread worker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
   bool job_ = false;   // a mask to compute ahead (mu_): set by prepare(), cleared by the worker
   bool stop_ = false;  // the worker ends (mu_)
   std::vector<uint64_t> ahead_;  // prepare()'s mask
