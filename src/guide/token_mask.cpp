@@ -2,6 +2,7 @@
 #include "guide/token_mask.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <utility>
@@ -37,27 +38,24 @@ void MaskCache::clear() {
   begin_.assign(1, 0);
   next_.clear();
   table_.clear();
+  clear_memo();  // its state ids are gone
+}
+
+void MaskCache::clear_memo() {
   memo_slot_.clear();
   memo_state_.clear();
   memo_bits_.clear();
   memo_victim_ = 0;
 }
 
-const uint64_t* MaskCache::memo(int32_t state, size_t words) const {
-  if (words != memo_words_ || size_t(state) >= memo_slot_.size() || memo_slot_[size_t(state)] < 0) return nullptr;
-  return memo_bits_.data() + size_t(memo_slot_[size_t(state)]) * words;
+const uint64_t* MaskCache::memo(int32_t state) const {
+  if (size_t(state) >= memo_slot_.size() || memo_slot_[size_t(state)] < 0) return nullptr;
+  return memo_bits_.data() + size_t(memo_slot_[size_t(state)]) * memo_words_;
 }
 
 void MaskCache::remember(int32_t state, const std::vector<uint64_t>& bits) {
-  const size_t words = bits.size();
+  const size_t words = bits.size();  // memo_words_, set with memo_vocab_
   if (words == 0) return;
-  if (words != memo_words_) {
-    memo_slot_.clear();
-    memo_state_.clear();
-    memo_bits_.clear();
-    memo_victim_ = 0;
-    memo_words_ = words;
-  }
   const size_t slots = std::clamp<size_t>(kMemoBytes / (words * 8), 1, kMemoMasks);
   size_t slot;
   if (memo_state_.size() < slots) {
@@ -111,6 +109,8 @@ int32_t MaskCache::next(const Grammar& g, int32_t state, uint8_t byte) {
 }
 
 Vocabulary::Vocabulary(const std::vector<std::string_view>& tokens, const std::vector<bool>& special) {
+  static std::atomic<uint64_t> serials{1};
+  serial_ = serials.fetch_add(1);
   SLUICE_CHECK(tokens.size() == special.size(), "vocabulary: ", tokens.size(), " tokens but ", special.size(),
                " special flags");
   SLUICE_CHECK(tokens.size() < size_t(INT32_MAX), "vocabulary: too many tokens");
@@ -162,9 +162,14 @@ int32_t Vocabulary::enter(const Matcher& m, std::vector<uint64_t>& bits, MaskCac
     cache.serial_ = g.serial;
   }
   const size_t words = (size_t(size()) + 63) / 64;
+  if (cache.memo_vocab_ != serial_) {
+    cache.clear_memo();
+    cache.memo_vocab_ = serial_;
+    cache.memo_words_ = words;
+  }
   // The mask is a function of the start state alone (the grammar and the vocabulary are fixed).
   const int32_t first = cache.intern(m.snapshot().words);
-  const uint64_t* memo = cache.memo(first, words);
+  const uint64_t* memo = cache.memo(first);
   *hit = memo != nullptr;
   if (memo) {
     bits.assign(memo, memo + words);

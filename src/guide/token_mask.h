@@ -25,9 +25,11 @@
 namespace sluice::guide {
 
 // The part of a grammar's byte-level automaton learnt so far: interned recognizer states and
-// their transitions. It depends only on the grammar, so reuse one across allowed() calls for the
+// their transitions, and the whole masks of start states met (the memo). The transitions depend
+// only on the grammar, the memo also on the vocabulary, so reuse one across allowed() calls for the
 // same grammar (across sequences too); it resets itself when handed another grammar, and when it
-// grows past a bound. Not thread-safe: one per thread.
+// grows past a bound, and forgets its masks when handed another vocabulary. Not thread-safe: one
+// per thread.
 class MaskCache {
  public:
   size_t states() const { return begin_.size() - 1; }
@@ -43,8 +45,9 @@ class MaskCache {
   int32_t intern(const std::vector<uint32_t>& words);
   int32_t next(const Grammar& g, int32_t state, uint8_t byte);
   // The memoized mask of start state `state` (`words` words), or null.
-  const uint64_t* memo(int32_t state, size_t words) const;
+  const uint64_t* memo(int32_t state) const;
   void remember(int32_t state, const std::vector<uint64_t>& bits);
+  void clear_memo();
 
   uint64_t serial_ = 0;
   std::vector<uint32_t> pool_;       // state k's words: pool_[begin_[k], begin_[k + 1])
@@ -54,7 +57,9 @@ class MaskCache {
   std::vector<int32_t> depth_state_;  // the walk's state per trie depth
   detail::StepScratch scratch_;
   std::vector<uint32_t> tmp_;
-  // Whole masks by start state, in slots of memo_words_ words replaced round-robin.
+  // Whole masks by start state over vocabulary memo_vocab_ (its serial), in slots of memo_words_
+  // words replaced round-robin.
+  uint64_t memo_vocab_ = 0;
   std::vector<int32_t> memo_slot_;   // state -> slot, -1 when none
   std::vector<int32_t> memo_state_;  // slot -> state
   std::vector<uint64_t> memo_bits_;
@@ -93,6 +98,7 @@ class Vocabulary {
   std::vector<uint32_t> node_tokens_;
   std::vector<int32_t> token_ids_;
   uint32_t max_depth_ = 0;
+  uint64_t serial_;  // distinct for every vocabulary made in this process (a cache's memo is per vocabulary)
 
   friend class ParallelMasks;
   // The reset check, and the start state interned; the memoized mask, if any, into bits.

@@ -264,6 +264,26 @@ TEST(GuideMask, MemoizedMasksEqualFreshWalksThroughHitsAndEvictions) {
   EXPECT_EQ(cache.memo_hits(), 256u);
 }
 
+// One cache handed two vocabularies of the same size in turn: the transitions are the grammar's
+// and stay, the memoized masks are the vocabulary's and must not answer for the other one.
+TEST(GuideMask, OneCacheOverTwoVocabulariesGivesEachItsOwnMasks) {
+  const TestVocab a = random_vocab(3000, 31), b = random_vocab(3000, 32);
+  ASSERT_EQ(a.vocab->size(), b.vocab->size());
+  auto g = std::make_shared<const Grammar>(sluice::guide::json_any_object_grammar());
+  Matcher m(g);
+  ASSERT_TRUE(m.accept_bytes("{\"note\": \"ab"));
+  const std::vector<uint64_t> want_a = brute_force(*a.vocab, m), want_b = brute_force(*b.vocab, m);
+  ASSERT_NE(want_a, want_b);
+  MaskCache cache;
+  std::vector<uint64_t> bits;
+  for (int round = 0; round < 2; ++round) {
+    a.vocab->allowed(m, bits, cache);
+    EXPECT_EQ(bits, want_a) << "round " << round;
+    b.vocab->allowed(m, bits, cache);
+    EXPECT_EQ(bits, want_b) << "round " << round;
+  }
+}
+
 // Every state masked twice (a walk, then the memo) by 1-4 and 7 shares on as many threads equals
 // the brute-force mask. (Also in the TSan build: the helpers share the vocabulary and the matcher,
 // read only, and write only their own share's bits and cache.)
