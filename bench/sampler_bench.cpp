@@ -1,6 +1,6 @@
 // What choosing a sampled token costs the host at a 152k vocabulary (Qwen3's 151,936 rows): the
-// sampler's distribution (softmax at temperature, the vocabulary ordered by weight, top-k and
-// top-p) and its draw, next to the floor of one pass over the logits (greedy's argmax) in the same
+// sampler's distribution (softmax at temperature; for a top-k or a nucleus, the ids ordered by
+// weight as far as they need to be) and its draw, next to the floor of one pass over the logits (greedy's argmax) in the same
 // run. On a GPU decode of a couple of milliseconds a token this is host time on every sampled step.
 //
 // usage: sampler_bench [rows] [reps]

@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <utility>
 
 #include "core/error.h"
