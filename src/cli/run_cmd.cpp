@@ -391,7 +391,8 @@ int run(RunArgs& a) {
     if (a.top_logits > 0) j["top_logits"] = std::move(top_logits);
     if (constraint)
       j["guided"] = {{"masks", constraint->masks()}, {"memo_hits", constraint->memo_hits()},
-                     {"mask_parts", constraint->mask_parts()}, {"wait_ms", constraint->wait_seconds() * 1e3},
+                     {"mask_parts", constraint->mask_parts()},
+                     {"shared_walks", constraint->shared_walks()}, {"wait_ms", constraint->wait_seconds() * 1e3},
                      {"complete", constraint->complete()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -421,10 +422,11 @@ int run(RunArgs& a) {
                    r.steps ? double(r.generated.size() - 1) / double(r.steps) : 0.0);
     if (constraint)
       std::fprintf(stderr,
-                   "[guided] masks=%llu (memoized %llu, walks in %d share%s) waited=%.1f ms (%.1f%% of decode) "
+                   "[guided] masks=%llu (memoized %llu, %llu walks in %d share%s) waited=%.1f ms (%.1f%% of decode) "
                    "complete=%s\n",
                    (unsigned long long)constraint->masks(), (unsigned long long)constraint->memo_hits(),
-                   constraint->mask_parts(), constraint->mask_parts() == 1 ? "" : "s", constraint->wait_seconds() * 1e3,
+                   (unsigned long long)constraint->shared_walks(), constraint->mask_parts(),
+                   constraint->mask_parts() == 1 ? "" : "s", constraint->wait_seconds() * 1e3,
                    100.0 * constraint->wait_seconds() * 1e3 / std::max(r.decode_ms, 1e-9),
                    constraint->complete() ? "yes" : "no");
     std::fprintf(stderr, "%s", engine->stats_text(int64_t(r.generated.size())).c_str());

@@ -18,8 +18,6 @@ constexpr size_t kMaxCachedStates = 16384;
 // The memo of whole masks holds at most this many bytes (about 200 masks at a 160k vocabulary) and
 // this many masks.
 constexpr size_t kMemoBytes = size_t(4) << 20, kMemoMasks = 256;
-// Vocabularies with fewer trie nodes walk in one share by default.
-constexpr size_t kParallelNodes = 65536;
 
 uint64_t hash_words(const uint32_t* w, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -246,11 +244,12 @@ int default_mask_parts(size_t trie_nodes) {
     return parts;
   }
   // A small vocabulary's walk (4,352 tokens: ~0.1 ms) costs less than waking the helpers.
-  if (trie_nodes < kParallelNodes) return 1;
+  if (trie_nodes < kSharedWalkNodes) return 1;
   return std::clamp(int(std::thread::hardware_concurrency() / 4), 1, 4);
 }
 
-ParallelMasks::ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts) : vocab_(std::move(vocab)) {
+ParallelMasks::ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts, size_t min_shared_nodes)
+    : vocab_(std::move(vocab)), min_shared_nodes_(min_shared_nodes) {
   SLUICE_CHECK(parts >= 1, "parallel masks: ", parts, " shares");
   // Shares of about equal node counts, cut where a first byte's subtree begins.
   const size_t n = vocab_->nodes();
@@ -261,9 +260,9 @@ ParallelMasks::ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts)
     if (cut > bounds_.back() && cut < n) bounds_.push_back(cut);
   }
   bounds_.push_back(n);
+  for (size_t i = 0; i < n; i = vocab_->node_skip_[i]) roots_.push_back(uint32_t(i));
   caches_.resize(bounds_.size() - 1);
   shares_.resize(caches_.size());
-  for (size_t k = 1; k < caches_.size(); ++k) helpers_.emplace_back([this, k] { help(k); });
 }
 
 ParallelMasks::~ParallelMasks() {
@@ -275,8 +274,7 @@ ParallelMasks::~ParallelMasks() {
   for (std::thread& t : helpers_) t.join();
 }
 
-void ParallelMasks::help(size_t k) {
-  uint64_t seen = 0;
+void ParallelMasks::help(size_t k, uint64_t seen) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || round_ != seen; });
@@ -298,6 +296,18 @@ void ParallelMasks::help(size_t k) {
   }
 }
 
+bool ParallelMasks::wide(const Grammar& g, int32_t first) {
+  MaskCache& cache = caches_[0];
+  size_t reached = 0;
+  for (uint32_t i : roots_) {
+    const uint8_t byte = vocab_->node_byte_[i];
+    int32_t to = cache.next_[size_t(first) * 256 + byte];
+    if (to == MaskCache::kUnknown) to = cache.next(g, first, byte);
+    if (to != MaskCache::kDead && (reached += vocab_->node_skip_[i] - i) >= min_shared_nodes_) return true;
+  }
+  return false;
+}
+
 void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
   const Vocabulary& v = *vocab_;
   MaskCache& cache = caches_[0];
@@ -306,7 +316,19 @@ void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
   if (hit) return;
   v.token_terminals(m, bits.data());
   if (m.snapshot().words.size() > 1) {
-    if (!helpers_.empty()) {
+    if (parts() == 1 || !wide(m.grammar(), first)) {
+      v.walk(cache, m.grammar(), first, bits.data(), 0, v.nodes());
+      cache.remember(first, bits);
+      return;
+    }
+    ++shared_walks_;
+    // (Started here, not all at once in the constructor: a grammar with no wide state never
+    // starts them. round_ is written on this thread only, so reading it here needs no lock.)
+    while (helpers_.size() + 1 < caches_.size()) {
+      const size_t k = helpers_.size() + 1;
+      helpers_.emplace_back([this, k, seen = round_] { help(k, seen); });
+    }
+    {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = &m;
       pending_ = helpers_.size();
@@ -320,7 +342,7 @@ void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
     } catch (...) {
       error = std::current_exception();
     }
-    if (!helpers_.empty()) {
+    {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return pending_ == 0; });
       job_ = nullptr;

@@ -110,15 +110,23 @@ class Vocabulary {
   void walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_t* out, size_t begin, size_t end) const;
 };
 
+// A walk whose start state lets through first bytes heading fewer trie nodes than this is not
+// worth waking helper threads for (a JSON key's opening quote, a number: 0.05-0.1 ms alone on one
+// thread, while waking three helpers on the H100 host's Xeon cost ~0.1 ms a mask).
+inline constexpr size_t kSharedWalkNodes = 65536;
+
 // Masks walked by several threads at once, each over a share of the trie with a MaskCache of its
-// own (the first share on the calling thread, the others on helper threads started here and kept
-// until destruction); the shares' bits are or-ed, so the mask is allowed()'s, bit for bit. For a
-// decode whose pass is shorter than one walk (a GPU's ~2 ms against ~2 ms for a 150k-token mask
-// whose state is new, as inside a string under maxLength). Memoized masks are answered on the
+// own (the first share on the calling thread, the others on helper threads started at the first
+// shared walk and kept until destruction); the shares' bits are or-ed, so the mask is allowed()'s,
+// bit for bit. For a decode whose pass is shorter than one walk (a GPU's ~2 ms against ~2 ms for a
+// 150k-token mask whose state is new, as inside a string under maxLength). Only a wide walk is
+// shared: one whose start state accepts first bytes whose subtrees hold at least
+// `min_shared_nodes` trie nodes (counted from the first-byte transitions, which the walk needs
+// anyway); a narrower one runs on the calling thread alone. Memoized masks are answered on the
 // calling thread. One caller at a time.
 class ParallelMasks {
  public:
-  ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts);
+  ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts, size_t min_shared_nodes = kSharedWalkNodes);
   ~ParallelMasks();
   ParallelMasks(const ParallelMasks&) = delete;
   ParallelMasks& operator=(const ParallelMasks&) = delete;
@@ -126,15 +134,22 @@ class ParallelMasks {
   void allowed(const Matcher& m, std::vector<uint64_t>& bits);
   int parts() const { return int(bounds_.size() - 1); }
   const MaskCache& cache() const { return caches_[0]; }  // the memo's, and the first share's
+  uint64_t shared_walks() const { return shared_walks_; }  // walks handed to the helpers too
 
  private:
-  void help(size_t k);  // helper k's loop
+  void help(size_t k, uint64_t seen);  // helper k's loop, from round `seen` on
+  // Whether the walk from interned state `first` reaches at least min_shared_nodes_ nodes' worth
+  // of first-byte subtrees (the transitions learnt into share 0's cache).
+  bool wide(const Grammar& g, int32_t first);
 
   std::shared_ptr<const Vocabulary> vocab_;
+  size_t min_shared_nodes_;
   std::vector<size_t> bounds_;          // share k: trie nodes [bounds_[k], bounds_[k + 1])
+  std::vector<uint32_t> roots_;         // the first-byte nodes, in preorder
   std::vector<MaskCache> caches_;       // one per share
   std::vector<std::vector<uint64_t>> shares_;  // the helpers' bits (share k >= 1 at [k])
-  std::vector<std::thread> helpers_;
+  std::vector<std::thread> helpers_;    // started at the first shared walk
+  uint64_t shared_walks_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   const Matcher* job_ = nullptr;  // the matcher being masked (mu_)
@@ -145,9 +160,10 @@ class ParallelMasks {
 };
 
 // The shares a parallel mask over a trie of `trie_nodes` (Vocabulary::nodes()) is split into on
-// this machine: a quarter of its hardware threads, 1 to 4, from 65,536 nodes up (a 160k
-// vocabulary has ~330k); 1 below, where waking helpers costs more than the walk (a single share
-// walks on the caller's thread alone). SLUICE_MASK_PARTS=N sets it for any vocabulary.
+// this machine: a quarter of its hardware threads, 1 to 4, from kSharedWalkNodes nodes up (a 160k
+// vocabulary has ~330k); 1 below, where no walk is wide enough to share (a single share walks on
+// the caller's thread alone). SLUICE_MASK_PARTS=N sets it for any vocabulary (walks narrower than
+// kSharedWalkNodes still run alone).
 int default_mask_parts(size_t trie_nodes);
 
 }  // namespace sluice::guide

@@ -22,10 +22,11 @@ std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Token
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab,
                                      std::shared_ptr<const guide::Grammar> grammar, std::vector<int32_t> eos_ids,
-                                     int32_t starts_after, int mask_parts)
+                                     int32_t starts_after, int mask_parts, size_t shared_walk_nodes)
     : vocab_(std::move(vocab)),
       matcher_(std::move(grammar)),
       mask_parts_(mask_parts > 0 ? mask_parts : guide::default_mask_parts(vocab_->nodes())),
+      shared_walk_nodes_(shared_walk_nodes),
       eos_(std::move(eos_ids)),
       starts_after_(starts_after),
       active_(starts_after < 0) {
@@ -108,7 +109,7 @@ void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
     return;
   }
   if (active_) {
-    if (!masks_) masks_ = std::make_unique<guide::ParallelMasks>(vocab_, mask_parts_);
+    if (!masks_) masks_ = std::make_unique<guide::ParallelMasks>(vocab_, mask_parts_, shared_walk_nodes_);
     masks_->allowed(matcher_, bits);
   }
   else std::fill(bits.begin(), bits.end(), ~uint64_t(0));  // free reasoning: anything but an end

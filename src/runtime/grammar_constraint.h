@@ -30,9 +30,11 @@ std::shared_ptr<const guide::Vocabulary> guide_vocabulary(const tokenizer::Token
 class GrammarConstraint : public TokenConstraint {
  public:
   // A full mask is walked in `mask_parts` shares at once (guide::ParallelMasks; 0: this machine's
-  // guide::default_mask_parts() for the vocabulary).
+  // guide::default_mask_parts() for the vocabulary) when its walk reaches at least
+  // `shared_walk_nodes` trie nodes' worth of first bytes, alone otherwise.
   GrammarConstraint(std::shared_ptr<const guide::Vocabulary> vocab, std::shared_ptr<const guide::Grammar> grammar,
-                    std::vector<int32_t> eos_ids, int32_t starts_after = -1, int mask_parts = 0);
+                    std::vector<int32_t> eos_ids, int32_t starts_after = -1, int mask_parts = 0,
+                    size_t shared_walk_nodes = guide::kSharedWalkNodes);
   void allowed(std::vector<uint64_t>& bits) override;
   bool allows(int32_t token) override;
   void accept(int32_t token) override;
@@ -60,10 +62,15 @@ class GrammarConstraint : public TokenConstraint {
     join();
     return masks_ ? masks_->cache().memo_hits() : 0;
   }
-  // The shares a walk is split into (guide::ParallelMasks::parts once one was made).
+  // The shares a wide walk is split into (guide::ParallelMasks::parts once one was made), and the
+  // walks that were.
   int mask_parts() const {
     join();
     return masks_ ? masks_->parts() : mask_parts_;
+  }
+  uint64_t shared_walks() const {
+    join();
+    return masks_ ? masks_->shared_walks() : 0;
   }
   double wait_seconds() const { return wait_s_; }
 
@@ -76,6 +83,7 @@ class GrammarConstraint : public TokenConstraint {
   std::shared_ptr<const guide::Vocabulary> vocab_;
   guide::Matcher matcher_;
   int mask_parts_;
+  size_t shared_walk_nodes_;
   std::unique_ptr<guide::ParallelMasks> masks_;  // made at the first full mask
   std::vector<int32_t> eos_;
   int32_t starts_after_;

@@ -246,7 +246,7 @@ TEST(GrammarConstraint, MasksComputedAheadEqualMasksComputedWhenAsked) {
   auto grammar = std::make_shared<const guide::Grammar>(guide::parse_gbnf(
       R"(root ::= "{" ( pair ( "," pair )* )? "}"
 pair ::= "\"" [ab]+ "\"" ":" " "? [0-9]+)"));
-  runtime::GrammarConstraint ahead(vocab, grammar, {13}, -1, 3), asked(vocab, grammar, {13}, -1, 1);
+  runtime::GrammarConstraint ahead(vocab, grammar, {13}, -1, 3, 0), asked(vocab, grammar, {13}, -1, 1);
   std::vector<uint64_t> a(1), b(1);
   uint64_t rng = 7;
   int steps = 0;
@@ -272,6 +272,8 @@ pair ::= "\"" [ab]+ "\"" ":" " "? [0-9]+)"));
   EXPECT_GT(steps, 3);
   EXPECT_EQ(ahead.mask_parts(), 3);
   EXPECT_EQ(asked.mask_parts(), 1);
+  EXPECT_GT(ahead.shared_walks(), 0u);
+  EXPECT_EQ(asked.shared_walks(), 0u);
   EXPECT_TRUE(ahead.complete());
   ahead.accept(13);
   ahead.allowed(a);

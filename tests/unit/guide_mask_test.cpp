@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "guide/grammar.h"
 #include "guide/json_schema.h"
 #include "guide/token_mask.h"
 #include "guide_sample.h"
@@ -301,7 +302,7 @@ TEST(ParallelMasks, EqualOneWalkForEveryShareCount) {
   std::shared_ptr<const Vocabulary> shared(v.vocab.get(), [](const Vocabulary*) {});
   std::vector<uint64_t> bits;
   for (int parts : {1, 2, 3, 4, 7}) {
-    sluice::guide::ParallelMasks masks(shared, parts);
+    sluice::guide::ParallelMasks masks(shared, parts, 0);  // every walk shared, however narrow
     EXPECT_EQ(masks.parts(), parts);
     for (int round = 0; round < 2; ++round)
       for (size_t k = 0; k < states.size(); ++k)
@@ -310,9 +311,39 @@ TEST(ParallelMasks, EqualOneWalkForEveryShareCount) {
           ASSERT_EQ(bits, want[k][i]) << parts << " shares, grammar " << k << ", state " << i << ", round " << round;
         }
     EXPECT_GT(masks.cache().memo_hits(), 0u);
+    EXPECT_EQ(masks.shared_walks() > 0, parts > 1);
   }
   EXPECT_NE(sluice::testing::expect_error_of([&] { sluice::guide::ParallelMasks(shared, 0); }).find("0 shares"),
             std::string::npos);
+}
+
+// Only a walk whose start state lets through first bytes heading at least min_shared_nodes trie
+// nodes wakes the helpers: before a string's opening quote only '"' can come (a few percent of the
+// trie's nodes), inside it any byte but '"' (nearly all). Both give allowed()'s masks.
+TEST(ParallelMasks, OnlyWideWalksAreShared) {
+  const TestVocab v = random_vocab(3000, 9);
+  std::shared_ptr<const Vocabulary> shared(v.vocab.get(), [](const Vocabulary*) {});
+  auto g = std::make_shared<const Grammar>(sluice::guide::parse_gbnf(R"(root ::= "\"" [^"]* "\"")"));
+  Matcher narrow(g), wide(g);
+  ASSERT_TRUE(wide.accept_bytes("\""));
+  sluice::guide::ParallelMasks masks(shared, 3, v.vocab->nodes() / 2);
+  std::vector<uint64_t> bits;
+  masks.allowed(narrow, bits);
+  EXPECT_EQ(bits, brute_force(*v.vocab, narrow));
+  EXPECT_EQ(masks.shared_walks(), 0u);
+  masks.allowed(wide, bits);
+  EXPECT_EQ(bits, brute_force(*v.vocab, wide));
+  EXPECT_EQ(masks.shared_walks(), 1u);
+  masks.allowed(wide, bits);  // memoized: no walk
+  EXPECT_EQ(masks.shared_walks(), 1u);
+  ASSERT_TRUE(wide.accept_bytes("ab"));  // the same recognizer state: memoized too
+  masks.allowed(wide, bits);
+  EXPECT_EQ(masks.shared_walks(), 1u);
+  // A threshold above the whole trie shares nothing.
+  sluice::guide::ParallelMasks alone(shared, 3, v.vocab->nodes() + 1);
+  alone.allowed(wide, bits);
+  EXPECT_EQ(bits, brute_force(*v.vocab, wide));
+  EXPECT_EQ(alone.shared_walks(), 0u);
 }
 
 }  // namespace
