@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace sluice::runtime {
 
@@ -100,12 +101,21 @@ void order_descending(const float* logits, const std::vector<double>& e, std::ve
 
 }  // namespace
 
+namespace {
+// The per-id work of a distribution (the weights, the probabilities) runs on the process's pool in
+// ranges of at least this many ids: each id's value is computed alone, so the split changes no bit
+// (the sums stay one pass in id order). At a 152k vocabulary the double exp alone took ~1.3 ms
+// on one core, host time on every sampled step of a GPU decode of 1.5-2 ms.
+constexpr int64_t kIdsPerRange = 8192;
+}  // namespace
+
 void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& probs) const {
-  probs.assign(size_t(n), 0.0f);
   if (p_.greedy()) {
+    probs.assign(size_t(n), 0.0f);
     probs[size_t(argmax(logits, n))] = 1.0f;
     return;
   }
+  ThreadPool& pool = ThreadPool::global();
   // Softmax at temperature in double, then keep the top-k and the top-p nucleus (ties keep the
   // lower id first, so the kept set is deterministic). top_p 1 is no nucleus (as transformers and
   // vLLM read it), not a cut where the sum of the ordered probabilities first rounds to 1: every
@@ -113,14 +123,22 @@ void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& p
   double m = *std::max_element(logits, logits + n);
   std::vector<double>& e = scratch_.e;
   e.resize(size_t(n));
+  const double temperature = p_.temperature;
+  pool.parallel_for(n, kIdsPerRange, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) e[size_t(i)] = std::exp((double(logits[i]) - m) / temperature);
+  });
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)] = std::exp((double(logits[i]) - m) / p_.temperature);
+  for (int64_t i = 0; i < n; ++i) sum += e[size_t(i)];
   const size_t keep = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), size_t(n)) : size_t(n);
   const bool nucleus = p_.top_p < 1.0;
+  probs.resize(size_t(n));
   if (keep == size_t(n) && !nucleus) {
-    for (int64_t i = 0; i < n; ++i) probs[size_t(i)] = float(e[size_t(i)] / sum);
+    pool.parallel_for(n, kIdsPerRange, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) probs[size_t(i)] = float(e[size_t(i)] / sum);
+    });
     return;
   }
+  std::fill(probs.begin(), probs.end(), 0.0f);
   // The kept ids are the first k of the order, k where the top-k or the top-p nucleus ends: the walk
   // over the first `len` ids of an order sets k and the kept weights' sum, or says it needs more.
   size_t k = 0;
