@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "runtime/sampling.h"
 
 namespace {
@@ -45,7 +46,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = normal(rng) + (i % 4099 == 0 ? 12.0f : 0.0f);
   volatile int32_t sink = 0;
   const double floor = median_ms(reps, [&] { sink = sluice::runtime::argmax(logits.data(), n); });
-  std::printf("%lld logits; floor (argmax, one pass): %.3f ms\n", (long long)n, floor);
+  std::printf("%lld logits, %d threads (the weights and probabilities are computed on the pool; SLUICE_THREADS); "
+              "floor (argmax, one pass on one): %.3f ms\n",
+              (long long)n, sluice::ThreadPool::global().size(), floor);
   const SamplingParams params[] = {{.temperature = 1.0, .seed = 1},
                                    {.temperature = 0.7, .top_p = 0.95, .seed = 1},
                                    {.temperature = 0.6, .top_p = 0.95, .top_k = 20, .seed = 1}};
