@@ -194,12 +194,12 @@ void Vocabulary::allowed(const Matcher& m, std::vector<uint64_t>& bits, MaskCach
   if (hit) return;
   token_terminals(m, bits.data());
   // With no stacks no byte can follow.
-  if (m.snapshot().words.size() > 1) walk(cache, m.grammar(), first, bits.data(), 0, node_byte_.size());
+  if (m.snapshot().words.size() > 1) walk(cache, m.grammar(), first, bits.data(), 0, node_byte_.size(), 0);
   cache.remember(first, bits);
 }
 
 void Vocabulary::walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_t* out, size_t begin,
-                      size_t end) const {
+                      size_t end, size_t root) const {
   std::vector<int32_t>& at = cache.depth_state_;
   at.resize(max_depth_ + 1);
   at[0] = first;
@@ -208,7 +208,14 @@ void Vocabulary::walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_
   const uint32_t* skip = node_skip_.data();
   const uint32_t* tok = node_tokens_.data();
   const int32_t* ids = token_ids_.data();
-  for (size_t i = begin; i < end;) {
+  size_t i = begin;
+  if (begin < end && root != begin) {  // a cut inside root's subtree: start after root's byte
+    int32_t to = cache.next_[size_t(first) * 256 + byte[root]];
+    if (to == MaskCache::kUnknown) to = cache.next(g, first, byte[root]);
+    if (to == MaskCache::kDead) i = skip[root];  // the rest of root's subtree is dead, not the roots after it
+    else at[1] = to;
+  }
+  while (i < end) {
     const int32_t from = at[depth[i] - 1];
     int32_t to = cache.next_[size_t(from) * 256 + byte[i]];
     if (to == MaskCache::kUnknown) to = cache.next(g, from, byte[i]);
@@ -249,20 +256,28 @@ int default_mask_parts(size_t trie_nodes) {
 }
 
 ParallelMasks::ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts, size_t min_shared_nodes)
-    : vocab_(std::move(vocab)), min_shared_nodes_(min_shared_nodes) {
+    : vocab_(std::move(vocab)), parts_(parts), min_shared_nodes_(min_shared_nodes) {
   SLUICE_CHECK(parts >= 1, "parallel masks: ", parts, " shares");
-  // Shares of about equal node counts, cut where a first byte's subtree begins.
-  const size_t n = vocab_->nodes();
-  bounds_.push_back(0);
-  for (int k = 1; k < parts; ++k) {
-    size_t cut = std::max(bounds_.back(), n * size_t(k) / size_t(parts));
-    while (cut < n && vocab_->node_depth_[cut] != 1) ++cut;
-    if (cut > bounds_.back() && cut < n) bounds_.push_back(cut);
+  const Vocabulary& v = *vocab_;
+  const size_t n = v.nodes();
+  for (size_t i = 0; i < n; i = v.node_skip_[i]) roots_.push_back(uint32_t(i));
+  // Chunks of about n / (8 parts) nodes, cut at first- or second-byte nodes (one first byte's
+  // subtree, a space's in a BPE vocabulary, can hold a third of the trie).
+  const size_t target = std::max<size_t>(1, n / (size_t(parts) * 8));
+  size_t root = 0;
+  chunks_.push_back(0);
+  chunk_root_.push_back(0);
+  for (size_t i = 1; i < n; ++i) {
+    if (v.node_depth_[i] == 1) root = i;
+    if (v.node_depth_[i] <= 2 && i - chunks_.back() >= target) {
+      chunks_.push_back(i);
+      chunk_root_.push_back(root);
+    }
   }
-  bounds_.push_back(n);
-  for (size_t i = 0; i < n; i = vocab_->node_skip_[i]) roots_.push_back(uint32_t(i));
-  caches_.resize(bounds_.size() - 1);
-  shares_.resize(caches_.size());
+  chunks_.push_back(n);
+  caches_.resize(size_t(parts));
+  shares_.resize(size_t(parts));
+  joined_.assign(size_t(parts), 0);
 }
 
 ParallelMasks::~ParallelMasks() {
@@ -274,25 +289,35 @@ ParallelMasks::~ParallelMasks() {
   for (std::thread& t : helpers_) t.join();
 }
 
+void ParallelMasks::take_chunks(size_t k, const Matcher& m, int32_t first, uint64_t* out) {
+  const size_t count = chunks_.size() - 1;
+  for (size_t c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < count;)
+    vocab_->walk(caches_[k], m.grammar(), first, out, chunks_[c], chunks_[c + 1], chunk_root_[c]);
+}
+
 void ParallelMasks::help(size_t k, uint64_t seen) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || round_ != seen; });
     if (stop_) return;
     seen = round_;
+    if (!open_) continue;  // woke after the caller had finished this round's chunks
+    ++active_;
+    joined_[k] = 1;
     const Matcher& m = *job_;
     lock.unlock();
     std::exception_ptr error;
     try {
-      bool hit = false;  // this share's cache memoizes nothing (remember() is never called on it)
+      bool hit = false;  // a helper's cache memoizes nothing (remember() is never called on it)
       const int32_t first = vocab_->enter(m, shares_[k], caches_[k], &hit);
-      vocab_->walk(caches_[k], m.grammar(), first, shares_[k].data(), bounds_[k], bounds_[k + 1]);
+      take_chunks(k, m, first, shares_[k].data());
     } catch (...) {
       error = std::current_exception();
+      next_chunk_.store(chunks_.size(), std::memory_order_relaxed);  // the round fails: stop the others
     }
     lock.lock();
     if (error && !error_) error_ = error;
-    if (--pending_ == 0) cv_.notify_all();
+    if (--active_ == 0) cv_.notify_all();
   }
 }
 
@@ -316,42 +341,52 @@ void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
   if (hit) return;
   v.token_terminals(m, bits.data());
   if (m.snapshot().words.size() > 1) {
-    if (parts() == 1 || !wide(m.grammar(), first)) {
-      v.walk(cache, m.grammar(), first, bits.data(), 0, v.nodes());
+    if (parts_ == 1 || !wide(m.grammar(), first)) {
+      v.walk(cache, m.grammar(), first, bits.data(), 0, v.nodes(), 0);
       cache.remember(first, bits);
       return;
     }
     ++shared_walks_;
-    // (Started here, not all at once in the constructor: a grammar with no wide state never
-    // starts them. round_ is written on this thread only, so reading it here needs no lock.)
-    while (helpers_.size() + 1 < caches_.size()) {
+    // (Started here, not in the constructor: a grammar with no wide state never starts them.
+    // round_ is written on this thread only, so reading it here needs no lock.)
+    while (helpers_.size() + 1 < size_t(parts_)) {
       const size_t k = helpers_.size() + 1;
       helpers_.emplace_back([this, k, seen = round_] { help(k, seen); });
     }
+    next_chunk_.store(0, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = &m;
-      pending_ = helpers_.size();
+      open_ = true;
       ++round_;
     }
     cv_.notify_all();
-    // The helpers read m until they are done: wait for them even when this share fails.
+    // A helper that joined reads m until it is done: wait for it even when this walk fails.
     std::exception_ptr error;
     try {
-      v.walk(cache, m.grammar(), first, bits.data(), bounds_[0], bounds_[1]);
+      if (!leave_chunks_) take_chunks(0, m, first, bits.data());
     } catch (...) {
       error = std::current_exception();
+      next_chunk_.store(chunks_.size(), std::memory_order_relaxed);
     }
+    bool helped = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return pending_ == 0; });
+      if (leave_chunks_)
+        cv_.wait(lock, [&] { return active_ == 0 && next_chunk_.load(std::memory_order_relaxed) >= chunks_.size() - 1; });
+      open_ = false;
+      cv_.wait(lock, [&] { return active_ == 0; });
       job_ = nullptr;
       if (!error) error = std::exchange(error_, nullptr);
       error_ = nullptr;
+      for (size_t k = 1; k < joined_.size(); ++k) {
+        if (!std::exchange(joined_[k], 0) || error) continue;
+        helped = true;
+        for (size_t w = 0; w < bits.size(); ++w) bits[w] |= shares_[k][w];
+      }
     }
     if (error) std::rethrow_exception(error);
-    for (size_t k = 1; k < shares_.size(); ++k)
-      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= shares_[k][w];
+    helped_walks_ += helped;
   }
   cache.remember(first, bits);
 }

@@ -10,6 +10,7 @@
 // memoized by their start state too: a decode writing an unbounded string returns to the same
 // state token after token, and then a mask is a copy, not a walk.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -106,8 +107,10 @@ class Vocabulary {
   // The bits of the token terminals the grammar expects at m.
   void token_terminals(const Matcher& m, uint64_t* out) const;
   // Sets the bits of the tokens whose bytes are accepted from interned state `first`, walking
-  // trie nodes [begin, end) (begin a first-byte node).
-  void walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_t* out, size_t begin, size_t end) const;
+  // trie nodes [begin, end): begin is a first-byte node, or a second-byte one whose first-byte
+  // node is `root` (the walk then starts from the state after root's byte).
+  void walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_t* out, size_t begin, size_t end,
+            size_t root) const;
 };
 
 // A walk whose start state lets through first bytes heading fewer trie nodes than this is not
@@ -115,15 +118,18 @@ class Vocabulary {
 // thread, while waking three helpers on the H100 host's Xeon cost ~0.1 ms a mask).
 inline constexpr size_t kSharedWalkNodes = 65536;
 
-// Masks walked by several threads at once, each over a share of the trie with a MaskCache of its
-// own (the first share on the calling thread, the others on helper threads started at the first
-// shared walk and kept until destruction); the shares' bits are or-ed, so the mask is allowed()'s,
-// bit for bit. For a decode whose pass is shorter than one walk (a GPU's ~2 ms against ~2 ms for a
-// 150k-token mask whose state is new, as inside a string under maxLength). Only a wide walk is
-// shared: one whose start state accepts first bytes whose subtrees hold at least
-// `min_shared_nodes` trie nodes (counted from the first-byte transitions, which the walk needs
-// anyway); a narrower one runs on the calling thread alone. Memoized masks are answered on the
-// calling thread. One caller at a time.
+// Masks walked by several threads at once: the trie is cut into chunks (about eight per share, at
+// first- or second-byte nodes), which the calling thread and up to parts - 1 helper threads take
+// in turn from a shared counter, each walking with a MaskCache of its own and setting its own bits;
+// the bits are or-ed, so the mask is allowed()'s, bit for bit, whoever walked which chunk. The
+// caller starts walking at once and never waits for a helper to wake: one that wakes after the
+// last chunk was taken goes back to sleep, so a short walk costs the caller no more than alone.
+// For a decode whose pass is shorter than one walk (a GPU's ~2 ms against ~2 ms for a 150k-token
+// mask whose state is new, as inside a string under maxLength). Only a wide walk wakes the helpers:
+// one whose start state accepts first bytes whose subtrees hold at least `min_shared_nodes` trie
+// nodes (counted from the first-byte transitions, which the walk needs anyway); a narrower one runs
+// on the calling thread alone. Helpers start at the first shared walk and live until destruction.
+// Memoized masks are answered on the calling thread. One caller at a time.
 class ParallelMasks {
  public:
   ParallelMasks(std::shared_ptr<const Vocabulary> vocab, int parts, size_t min_shared_nodes = kSharedWalkNodes);
@@ -132,29 +138,41 @@ class ParallelMasks {
   ParallelMasks& operator=(const ParallelMasks&) = delete;
 
   void allowed(const Matcher& m, std::vector<uint64_t>& bits);
-  int parts() const { return int(bounds_.size() - 1); }
-  const MaskCache& cache() const { return caches_[0]; }  // the memo's, and the first share's
-  uint64_t shared_walks() const { return shared_walks_; }  // walks handed to the helpers too
+  int parts() const { return parts_; }
+  const MaskCache& cache() const { return caches_[0]; }  // the memo's, and the caller's walks'
+  uint64_t shared_walks() const { return shared_walks_; }  // walks the helpers were woken for
+  uint64_t helped_walks() const { return helped_walks_; }  // of those, walks a helper took part in
+  // For tests: the caller walks no chunk of a shared walk itself but waits for the helpers to walk
+  // them all, so every shared walk is the helpers' (at once, from three shares up).
+  void leave_chunks_to_helpers(bool on) { leave_chunks_ = on; }
 
  private:
   void help(size_t k, uint64_t seen);  // helper k's loop, from round `seen` on
+  // Walks chunks taken from next_chunk_ until none is left, with cache k into out.
+  void take_chunks(size_t k, const Matcher& m, int32_t first, uint64_t* out);
   // Whether the walk from interned state `first` reaches at least min_shared_nodes_ nodes' worth
-  // of first-byte subtrees (the transitions learnt into share 0's cache).
+  // of first-byte subtrees (the transitions learnt into the caller's cache).
   bool wide(const Grammar& g, int32_t first);
 
   std::shared_ptr<const Vocabulary> vocab_;
+  int parts_;
   size_t min_shared_nodes_;
-  std::vector<size_t> bounds_;          // share k: trie nodes [bounds_[k], bounds_[k + 1])
   std::vector<uint32_t> roots_;         // the first-byte nodes, in preorder
-  std::vector<MaskCache> caches_;       // one per share
-  std::vector<std::vector<uint64_t>> shares_;  // the helpers' bits (share k >= 1 at [k])
+  std::vector<size_t> chunks_;          // chunk c: trie nodes [chunks_[c], chunks_[c + 1])
+  std::vector<size_t> chunk_root_;      // chunk c's first-byte node (its first node's, or itself)
+  std::vector<MaskCache> caches_;       // [0] the caller's, [k] helper k's
+  std::vector<std::vector<uint64_t>> shares_;  // helper k's bits at [k]
   std::vector<std::thread> helpers_;    // started at the first shared walk
-  uint64_t shared_walks_ = 0;
+  std::atomic<size_t> next_chunk_{0};   // the next chunk to take this round
+  uint64_t shared_walks_ = 0, helped_walks_ = 0;
+  bool leave_chunks_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   const Matcher* job_ = nullptr;  // the matcher being masked (mu_)
   uint64_t round_ = 0;            // bumped per mask handed to the helpers (mu_)
-  size_t pending_ = 0;            // helpers still walking this round (mu_)
+  bool open_ = false;             // helpers may still join this round (mu_)
+  size_t active_ = 0;             // helpers walking this round (mu_)
+  std::vector<uint8_t> joined_;   // helper k joined this round (mu_)
   std::exception_ptr error_;      // the first helper's failure this round, rethrown by allowed() (mu_)
   bool stop_ = false;             // (mu_)
 };

@@ -302,16 +302,25 @@ TEST(ParallelMasks, EqualOneWalkForEveryShareCount) {
   std::shared_ptr<const Vocabulary> shared(v.vocab.get(), [](const Vocabulary*) {});
   std::vector<uint64_t> bits;
   for (int parts : {1, 2, 3, 4, 7}) {
-    sluice::guide::ParallelMasks masks(shared, parts, 0);  // every walk shared, however narrow
-    EXPECT_EQ(masks.parts(), parts);
-    for (int round = 0; round < 2; ++round)
-      for (size_t k = 0; k < states.size(); ++k)
-        for (size_t i = 0; i < states[k].size(); ++i) {
-          masks.allowed(states[k][i], bits);
-          ASSERT_EQ(bits, want[k][i]) << parts << " shares, grammar " << k << ", state " << i << ", round " << round;
-        }
-    EXPECT_GT(masks.cache().memo_hits(), 0u);
-    EXPECT_EQ(masks.shared_walks() > 0, parts > 1);
+    // Every walk shared, however narrow; the first round's chunks walked by whoever takes them
+    // first (mostly the caller on this small trie), the next's by the helpers alone (at once
+    // from three shares up), with fresh caches and no memo.
+    for (int round = 0; round < 2; ++round) {
+      sluice::guide::ParallelMasks masks(shared, parts, 0);
+      EXPECT_EQ(masks.parts(), parts);
+      masks.leave_chunks_to_helpers(round == 1 && parts > 1);
+      for (int again = 0; again < 2; ++again)
+        for (size_t k = 0; k < states.size(); ++k)
+          for (size_t i = 0; i < states[k].size(); ++i) {
+            masks.allowed(states[k][i], bits);
+            ASSERT_EQ(bits, want[k][i]) << parts << " shares, grammar " << k << ", state " << i << ", round " << round;
+          }
+      EXPECT_GT(masks.cache().memo_hits(), 0u);
+      EXPECT_EQ(masks.shared_walks() > 0, parts > 1);
+      if (round == 1) {
+        EXPECT_EQ(masks.helped_walks(), masks.shared_walks());
+      }
+    }
   }
   EXPECT_NE(sluice::testing::expect_error_of([&] { sluice::guide::ParallelMasks(shared, 0); }).find("0 shares"),
             std::string::npos);
