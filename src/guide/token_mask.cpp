@@ -333,7 +333,7 @@ bool ParallelMasks::wide(const Grammar& g, int32_t first) {
   return false;
 }
 
-void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
+void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits, bool share) {
   const Vocabulary& v = *vocab_;
   MaskCache& cache = caches_[0];
   bool hit = false;
@@ -341,7 +341,7 @@ void ParallelMasks::allowed(const Matcher& m, std::vector<uint64_t>& bits) {
   if (hit) return;
   v.token_terminals(m, bits.data());
   if (m.snapshot().words.size() > 1) {
-    if (parts_ == 1 || !wide(m.grammar(), first)) {
+    if (parts_ == 1 || !share || !wide(m.grammar(), first)) {
       v.walk(cache, m.grammar(), first, bits.data(), 0, v.nodes(), 0);
       cache.remember(first, bits);
       return;

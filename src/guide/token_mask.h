@@ -137,7 +137,8 @@ class ParallelMasks {
   ParallelMasks(const ParallelMasks&) = delete;
   ParallelMasks& operator=(const ParallelMasks&) = delete;
 
-  void allowed(const Matcher& m, std::vector<uint64_t>& bits);
+  // share false: walk alone on the calling thread, however wide.
+  void allowed(const Matcher& m, std::vector<uint64_t>& bits, bool share = true);
   int parts() const { return parts_; }
   const MaskCache& cache() const { return caches_[0]; }  // the memo's, and the caller's walks'
   uint64_t shared_walks() const { return shared_walks_; }  // walks the helpers were woken for

@@ -68,7 +68,7 @@ void GrammarConstraint::work() {
     cv_.wait(lock, [&] { return job_ || stop_; });
     if (stop_) return;
     lock.unlock();
-    compute(ahead_);  // the caller waits in join() before it touches the matcher or ahead_
+    compute(ahead_, true);  // the caller waits in join() before it touches the matcher or ahead_
     lock.lock();
     job_ = false;
     cv_.notify_all();
@@ -95,10 +95,10 @@ void GrammarConstraint::allowed(std::vector<uint64_t>& bits) {
     ahead_ready_ = false;
     return;
   }
-  compute(bits);
+  compute(bits, false);
 }
 
-void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
+void GrammarConstraint::compute(std::vector<uint64_t>& bits, bool share) {
   ++masks_computed_;
   auto set = [&](int32_t t) {
     if (t >= 0 && size_t(t >> 6) < bits.size()) bits[size_t(t >> 6)] |= uint64_t(1) << (t & 63);
@@ -110,7 +110,7 @@ void GrammarConstraint::compute(std::vector<uint64_t>& bits) {
   }
   if (active_) {
     if (!masks_) masks_ = std::make_unique<guide::ParallelMasks>(vocab_, mask_parts_, shared_walk_nodes_);
-    masks_->allowed(matcher_, bits);
+    masks_->allowed(matcher_, bits, share);
   }
   else std::fill(bits.begin(), bits.end(), ~uint64_t(0));  // free reasoning: anything but an end
   // An end token is allowed exactly where the grammar's sentence is complete (never in reasoning),
