@@ -210,8 +210,7 @@ void Vocabulary::walk(MaskCache& cache, const Grammar& g, int32_t first, uint64_
   const int32_t* ids = token_ids_.data();
   size_t i = begin;
   if (begin < end && root != begin) {  // a cut inside root's subtree: start after root's byte
-    int32_t to = cache.next_[size_t(first) * 256 + byte[root]];
-    if (to == MaskCache::kUnknown) to = cache.next(g, first, byte[root]);
+    const int32_t to = cache.next(g, first, byte[root]);
     if (to == MaskCache::kDead) i = skip[root];  // the rest of root's subtree is dead, not the roots after it
     else at[1] = to;
   }
@@ -324,12 +323,10 @@ void ParallelMasks::help(size_t k, uint64_t seen) {
 bool ParallelMasks::wide(const Grammar& g, int32_t first) {
   MaskCache& cache = caches_[0];
   size_t reached = 0;
-  for (uint32_t i : roots_) {
-    const uint8_t byte = vocab_->node_byte_[i];
-    int32_t to = cache.next_[size_t(first) * 256 + byte];
-    if (to == MaskCache::kUnknown) to = cache.next(g, first, byte);
-    if (to != MaskCache::kDead && (reached += vocab_->node_skip_[i] - i) >= min_shared_nodes_) return true;
-  }
+  for (uint32_t i : roots_)
+    if (cache.next(g, first, vocab_->node_byte_[i]) != MaskCache::kDead &&
+        (reached += vocab_->node_skip_[i] - i) >= min_shared_nodes_)
+      return true;
   return false;
 }
 

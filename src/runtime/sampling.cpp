@@ -99,14 +99,12 @@ void order_descending(const float* logits, const std::vector<double>& e, std::ve
   }
 }
 
-}  // namespace
-
-namespace {
 // The per-id work of a distribution (the weights, the probabilities) runs on the process's pool in
 // ranges of at least this many ids: each id's value is computed alone, so the split changes no bit
 // (the sums stay one pass in id order). At a 152k vocabulary the double exp alone took ~1.3 ms
 // on one core, host time on every sampled step of a GPU decode of 1.5-2 ms.
 constexpr int64_t kIdsPerRange = 8192;
+
 }  // namespace
 
 void Sampler::distribution(const float* logits, int64_t n, std::vector<float>& probs) const {
